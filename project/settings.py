@@ -1,0 +1,227 @@
+"""Reportline settings, all from the environment; bad values fail loudly at start-up."""
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), not {raw!r}")
+
+
+def env_number(name: str, default: float, *, minimum: float = 0, kind: type = float):
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a {kind.__name__}, not {raw!r}") from None
+    if value < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {raw!r}")
+    return value
+
+
+def env_int(name: str, default: int, *, minimum: int = 0) -> int:
+    return env_number(name, default, minimum=minimum, kind=int)
+
+
+def env_lane_limits(name: str, default: str) -> dict[str, int]:
+    raw = env_str(name, default)
+    limits = {}
+    for part in raw.split(","):
+        lane, _, count = part.strip().partition("=")
+        if lane not in {"short", "long"} or not count.isdigit():
+            raise ImproperlyConfigured(f"{name} must look like 'short=6,long=2', not {raw!r}")
+        limits[lane] = int(count)
+    return limits
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = env_str("DJANGO_SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off.")
+    SECRET_KEY = "insecure-debug-only-key"
+ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "channels",
+    "reports",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "project.urls"
+ASGI_APPLICATION = "project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",
+            ],
+        },
+    },
+]
+
+DATA_DIR = Path(env_str("REPORTS_DATA_DIR", str(BASE_DIR / "var")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _database() -> dict:
+    url = env_str("DATABASE_URL")
+    if url:
+        import dj_database_url
+
+        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+        config.setdefault("TEST", {})
+        return config
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": DATA_DIR / "db.sqlite3",
+        "OPTIONS": {
+            # The worker writes beside the web process: readers never wait for the
+            # writer (WAL), writers queue for the lock up front instead of failing
+            # half-way (IMMEDIATE), and wait up to 20 s for it (timeout).
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+        # Tests use a file too, so the worker's threads share it as in production.
+        "TEST": {"NAME": str(DATA_DIR / "test-db.sqlite3")},
+    }
+
+
+DATABASES = {"default": _database()}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # Streams send many small messages: a roomier channel, a short expiry.
+            # Dropped messages are refilled from the event table, never lost.
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "static"
+
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF],
+    "img-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "loggers": {
+        "reports": {"handlers": ["console"], "level": env_str("REPORTS_LOG_LEVEL", "INFO")}
+    },
+}
+
+# --- Reportline -------------------------------------------------------------------------
+REPORTS_STORAGE_DIR = DATA_DIR / "files"
+REPORTS_PROVIDER = env_str("REPORTS_PROVIDER", "simulated")
+REPORTS_PROVIDERS = {
+    "simulated": {
+        "BACKEND": "reports.providers.simulated.SimulatedProvider",
+        "OPTIONS": {
+            "ttft_s": env_number("REPORTS_SIMULATED_TTFT_S", 0.45),
+            "tokens_per_s": env_number("REPORTS_SIMULATED_TOKENS_PER_S", 60, minimum=0.1),
+        },
+    },
+}
+REPORTS_ALLOW_SCENARIOS = env_bool("REPORTS_ALLOW_SCENARIOS", DEBUG)
+REPORTS_MAX_FILE_MB = env_number("REPORTS_MAX_FILE_MB", 10, minimum=0.001)
+REPORTS_MAX_REQUEST_MB = env_number("REPORTS_MAX_REQUEST_MB", 25, minimum=0.001)
+REPORTS_MAX_FILES = env_int("REPORTS_MAX_FILES", 10, minimum=1)
+REPORTS_MAX_INSTRUCTIONS_CHARS = env_int("REPORTS_MAX_INSTRUCTIONS_CHARS", 4000, minimum=1)
+REPORTS_QUEUE_LIMIT = env_int("REPORTS_QUEUE_LIMIT", 100, minimum=1)
+REPORTS_MAX_ATTEMPTS = env_int("REPORTS_MAX_ATTEMPTS", 3, minimum=1)
+REPORTS_STALL_TIMEOUT_S = env_number("REPORTS_STALL_TIMEOUT_S", 30, minimum=0.01)
+REPORTS_TASK_DEADLINE_S = env_number("REPORTS_TASK_DEADLINE_S", 900, minimum=1)
+REPORTS_LEASE_S = env_number("REPORTS_LEASE_S", 30, minimum=1)
+REPORTS_MAX_RUNNING = env_int("REPORTS_MAX_RUNNING", 8, minimum=1)
+REPORTS_LANE_LIMITS = env_lane_limits("REPORTS_LANE_LIMITS", "short=6,long=2")
+REPORTS_LONG_LANE_BYTES = env_int("REPORTS_LONG_LANE_BYTES", 200_000, minimum=1)
+REPORTS_RERUN_LOST_ATTEMPTS = env_bool("REPORTS_RERUN_LOST_ATTEMPTS", True)
+REPORTS_EMBEDDED_WORKER = env_bool("REPORTS_EMBEDDED_WORKER", True)
+REPORTS_EMBEDDED_SLOTS = env_int("REPORTS_EMBEDDED_SLOTS", 4, minimum=1)
+REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = env_number(
+    "REPORTS_PROVIDER_RESPONSE_TIMEOUT_S", 60, minimum=0.01
+)
+REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
+REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 4096, minimum=1)
+REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
+REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)

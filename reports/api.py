@@ -1,0 +1,234 @@
+"""The JSON API and the SSE event stream of SPEC §3."""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+
+from asgiref.sync import sync_to_async
+from django.http import (
+    FileResponse,
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.urls import reverse
+
+from reports import storage, submissions
+from reports.auth import NOT_FOUND, ApiError, api_view, authenticate
+from reports.leases import attempt_text
+from reports.models import Status, Task
+from reports.streaming import Follower
+
+PAGE_SIZE = 50
+KEEPALIVE_S = 15.0
+INCOMPLETE = {Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
+
+
+def owned_task(user, task_id: str) -> Task:
+    """Return the caller's task, or raise the same 404 as for a task that does not exist."""
+    try:
+        uuid.UUID(str(task_id))
+    except ValueError:
+        raise ApiError(*NOT_FOUND) from None
+    task = Task.objects.for_user(user).filter(pk=task_id).first()
+    if task is None:
+        raise ApiError(*NOT_FOUND)
+    return task
+
+
+def current_text(task: Task) -> str:
+    """Return the text of the task's current attempt (the report, once it succeeded)."""
+    attempt = task.current_attempt
+    if attempt is None:
+        return ""
+    if attempt.ended_at is not None:
+        return attempt.text
+    return attempt_text(task.pk, attempt.number)
+
+
+def task_body(task: Task) -> dict:
+    attempts = list(task.attempts.order_by("number"))
+    text_length = len(current_text(task))
+    last = attempts[-1] if attempts else None
+    usage = None
+    if last is not None and last.usage_source:
+        usage = {
+            "input_tokens": last.input_tokens,
+            "output_tokens": last.output_tokens,
+            "cached_tokens": last.cached_tokens,
+            "usage_source": last.usage_source,
+        }
+    return {
+        "task_id": str(task.pk),
+        "status": task.status,
+        "lane": task.lane,
+        "url": f"/tasks/{task.pk}/",
+        "events_url": f"/api/tasks/{task.pk}/events",
+        "ws_url": f"/ws/tasks/{task.pk}/",
+        "created_at": task.created_at.isoformat(),
+        "queue_position": task.queue_position(),
+        "attempts": [
+            {
+                "attempt_id": str(a.pk),
+                "number": a.number,
+                "status": a.status,
+                "error_type": a.error_type or None,
+                "started_at": a.started_at.isoformat(),
+                "ended_at": a.ended_at.isoformat() if a.ended_at else None,
+            }
+            for a in attempts
+        ],
+        "text_length": text_length,
+        "partial": task.status in INCOMPLETE and text_length > 0,
+        "error": (
+            {"type": task.error_type, "message": task.error_message} if task.error_type else None
+        ),
+        "result": (
+            {
+                "result_id": str(task.result_id),
+                "download_url": f"/api/tasks/{task.pk}/result",
+                "sha256": task.result_sha256,
+                "bytes": task.result_bytes,
+            }
+            if task.status == Status.SUCCEEDED
+            else None
+        ),
+        "timings": {
+            "queue_ms": task.queue_ms,
+            "first_text_ms": task.first_text_ms,
+            "frontend_first_text_ms": task.frontend_first_text_ms,
+            "duration_ms": task.duration_ms,
+        },
+        "usage": usage,
+        "cost_status": "none",
+    }
+
+
+@api_view({"GET", "POST"})
+def tasks(request: HttpRequest, user) -> JsonResponse:
+    if request.method == "POST":
+        return create_task(request, user)
+    try:
+        page = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        raise ApiError(400, "invalid_request", "page must be a positive integer.") from None
+    start = (page - 1) * PAGE_SIZE
+    rows = list(Task.objects.for_user(user).order_by("-created_at")[start : start + PAGE_SIZE + 1])
+    more = len(rows) > PAGE_SIZE
+    return JsonResponse(
+        {
+            "tasks": [task_body(t) for t in rows[:PAGE_SIZE]],
+            "next": f"{reverse('api-tasks')}?page={page + 1}" if more else None,
+        }
+    )
+
+
+def create_task(request: HttpRequest, user) -> JsonResponse:
+    submissions.check_request_size(request)
+    task, replayed = submissions.submit(user, submissions.read_submission(request))
+    task.refresh_from_db()
+    response = JsonResponse(task_body(task), status=200 if replayed else 201)
+    response["Location"] = f"/api/tasks/{task.pk}"
+    if replayed:
+        response["Idempotent-Replayed"] = "true"
+    return response
+
+
+@api_view({"GET"})
+def task_detail(request: HttpRequest, user, task_id) -> JsonResponse:
+    return JsonResponse(task_body(owned_task(user, task_id)))
+
+
+@api_view({"POST"})
+def cancel(request: HttpRequest, user, task_id) -> JsonResponse:
+    task = owned_task(user, task_id)
+    if not task.request_cancel():
+        raise ApiError(409, "task_finished", f"The task already ended: {task.status}.")
+    task.refresh_from_db()
+    return JsonResponse(task_body(task), status=202)
+
+
+@api_view({"GET"})
+def result(request: HttpRequest, user, task_id) -> FileResponse:
+    task = owned_task(user, task_id)
+    if task.status != Status.SUCCEEDED:
+        raise ApiError(404, "not_found", "The report is not ready: the task has not succeeded.")
+    return FileResponse(
+        storage.result_path(task.result_id).open("rb"),
+        as_attachment=True,
+        filename=f"report-{task.pk}.md",
+        content_type="text/markdown; charset=utf-8",
+    )
+
+
+@api_view({"POST"})
+def timing(request: HttpRequest, user, task_id) -> HttpResponse:
+    task = owned_task(user, task_id)
+    try:
+        value = json.loads(request.body or b"null")["frontend_first_text_ms"]
+    except (ValueError, TypeError, KeyError):
+        value = None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ApiError(
+            400, "invalid_request", 'Send {"frontend_first_text_ms": <non-negative number>}.'
+        )
+    Task.objects.filter(pk=task.pk, frontend_first_text_ms__isnull=True).update(
+        frontend_first_text_ms=value
+    )
+    return HttpResponse(status=204)
+
+
+# --- SSE ----------------------------------------------------------------------------------
+
+
+def resume_point(request: HttpRequest) -> int:
+    """Return the seq to resume after; Last-Event-ID wins over ?after=."""
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None:
+        raw = request.GET.get("after", "0")
+    if not raw.isdigit() or not raw.isascii():
+        raise ApiError(400, "invalid_request", "The resume point must be a non-negative integer.")
+    return int(raw)
+
+
+def _authorise_events(request: HttpRequest, task_id) -> tuple[Task, int]:
+    user = authenticate(request)
+    return owned_task(user, task_id), resume_point(request)
+
+
+async def events(request: HttpRequest, task_id) -> HttpResponse:
+    if request.method != "GET":
+        return ApiError(405, "method_not_allowed", "Use GET.", {"Allow": "GET"}).response()
+    try:
+        task, after = await sync_to_async(_authorise_events)(request, task_id)
+    except ApiError as exc:
+        return exc.response()
+    response = StreamingHttpResponse(
+        sse_stream(task.pk, after), content_type="text/event-stream; charset=utf-8"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def sse_stream(task_id, after: int):
+    idle = 0.0
+    async with Follower(task_id, after) as follower:
+        async for event in follower.events():
+            if event is None:
+                idle += follower.idle_s
+                if idle >= KEEPALIVE_S:
+                    idle = 0.0
+                    yield b": ping\n\n"
+                continue
+            idle = 0.0
+            data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+            yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()

@@ -1,0 +1,35 @@
+import asyncio
+import signal
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from reports.worker import Supervisor
+
+
+class Command(BaseCommand):
+    help = "Run report attempts in this process, within the global and per-lane caps."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--slots", type=int, default=4, help="Attempts at once (default 4).")
+        parser.add_argument(
+            "--lanes",
+            default="short,long",
+            help="Lanes to take work from, comma-separated (default short,long).",
+        )
+
+    def handle(self, *args, slots, lanes, **options):
+        lanes = tuple(lane for lane in lanes.split(",") if lane in settings.REPORTS_LANE_LIMITS)
+        asyncio.run(self._serve(slots, lanes))
+
+    async def _serve(self, slots: int, lanes: tuple[str, ...]) -> None:
+        supervisor = Supervisor(slots=slots, lanes=lanes)
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+        runner = asyncio.create_task(supervisor.run_forever())
+        await stopping.wait()
+        self.stdout.write("stopping: no new claims; letting running attempts end")
+        await supervisor.shutdown()
+        runner.cancel()

@@ -1,0 +1,429 @@
+"""Tasks, their attempts and their event log; every status change goes through `transition`."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce, Now
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    FINALIZING = "finalizing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RECONCILIATION_REQUIRED = "reconciliation_required"
+
+
+TERMINAL = frozenset(
+    {Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
+)
+LEASED = (Status.RUNNING, Status.FINALIZING)
+
+# SPEC §2, the whole table. `reconciliation_required` leaves only by an admin's resolve.
+TRANSITIONS: dict[str, frozenset[str]] = {
+    Status.QUEUED: frozenset({Status.RUNNING, Status.CANCELLED}),
+    Status.RUNNING: frozenset(
+        {
+            Status.FINALIZING,
+            Status.QUEUED,
+            Status.FAILED,
+            Status.CANCELLED,
+            Status.RECONCILIATION_REQUIRED,
+        }
+    ),
+    Status.FINALIZING: frozenset({Status.SUCCEEDED, Status.FAILED}),
+    Status.SUCCEEDED: frozenset(),
+    Status.FAILED: frozenset(),
+    Status.CANCELLED: frozenset(),
+    Status.RECONCILIATION_REQUIRED: frozenset(),
+}
+ADMIN_RESOLUTIONS = frozenset({Status.QUEUED, Status.FAILED, Status.SUCCEEDED})
+
+ERROR_TYPES = (
+    "provider_error",
+    "provider_auth",
+    "provider_rejected",
+    "provider_quota",
+    "rate_limited",
+    "stream_truncated",
+    "empty_output",
+    "stalled",
+    "timeout",
+    "validation_failed",
+    "save_failed",
+    "invalid_input",
+    "budget_exhausted",
+    "worker_lost",
+)
+
+
+class Lane(models.TextChoices):
+    SHORT = "short"
+    LONG = "long"
+
+
+class IllegalTransition(Exception):
+    """A status change that SPEC §2 does not allow."""
+
+
+def db_now_plus(seconds: float):
+    """Return a database expression for 'now + seconds', on the database's clock."""
+    return Now() + timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class Event:
+    task_id: uuid.UUID
+    seq: int
+    type: str
+    data: dict[str, Any]
+
+    def as_message(self) -> dict[str, Any]:
+        """Return the channel-layer message that carries this event."""
+        return {
+            "type": "task.event",
+            "task_id": str(self.task_id),
+            "seq": self.seq,
+            "event": self.type,
+            "data": self.data,
+        }
+
+
+class TaskQuerySet(models.QuerySet):
+    def for_user(self, user) -> TaskQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user)
+
+    def live_leases(self) -> TaskQuerySet:
+        return self.filter(status__in=LEASED, lease_expires_at__gt=Now())
+
+    def expired_leases(self) -> TaskQuerySet:
+        return self.filter(status__in=LEASED, lease_expires_at__lte=Now())
+
+    def eligible(self) -> TaskQuerySet:
+        """Queued tasks whose retry delay, if any, is over."""
+        return self.filter(status=Status.QUEUED).filter(
+            Q(not_before__isnull=True) | Q(not_before__lte=Now())
+        )
+
+    def transition(
+        self,
+        task_id,
+        frm: str,
+        to: str,
+        *,
+        expect_epoch: int | None = None,
+        event: tuple[str, dict] | None = None,
+        **fields,
+    ) -> Event | None:
+        """Move one task from `frm` to `to` if it is still there; return the event written.
+
+        The one compare-and-set for every status change: the update is conditional on
+        the current status (and on the fencing epoch for a worker's writes), and in
+        the same transaction appends the event that announces it (by default a
+        `status` event, or a terminal event named after a terminal status). Return
+        None when zero rows changed: someone else moved the task first.
+        """
+        if to not in TRANSITIONS[frm]:
+            raise IllegalTransition(f"{frm} → {to}")
+        if event is None:
+            event = (to, {}) if to in TERMINAL else ("status", {"status": to})
+        condition = Q(pk=task_id, status=frm)
+        if expect_epoch is not None:
+            condition &= Q(epoch=expect_epoch)
+        if to in TERMINAL:
+            fields.setdefault("finished_at", Now())
+        if to not in LEASED:
+            fields.setdefault("lease_expires_at", None)
+        with transaction.atomic():
+            changed = self.filter(condition).update(status=to, last_seq=F("last_seq") + 1, **fields)
+            if changed != 1:
+                return None
+            return _write_event(task_id, *event)
+
+    def append_event(self, task_id, epoch: int, event_type: str, data: dict, **fields):
+        """Append an event for a leased task held at `epoch`, renewing its lease.
+
+        Return (event, cancel_requested) or None when the lease was lost.
+        """
+        with transaction.atomic():
+            changed = self.filter(pk=task_id, epoch=epoch, status__in=LEASED).update(
+                last_seq=F("last_seq") + 1,
+                lease_expires_at=db_now_plus(settings.REPORTS_LEASE_S),
+                **fields,
+            )
+            if changed != 1:
+                return None
+            event = _write_event(task_id, event_type, data)
+            cancel = self.filter(pk=task_id).values_list("cancel_requested_at", flat=True)[0]
+            return event, cancel is not None
+
+
+def _write_event(task_id, event_type: str, data: dict) -> Event:
+    task = Task.objects.filter(pk=task_id).values("last_seq", "attempt_count").get()
+    data = {"attempt": task["attempt_count"], **data}
+    TaskEvent.objects.create(task_id=task_id, seq=task["last_seq"], type=event_type, data=data)
+    return Event(task_id, task["last_seq"], event_type, data)
+
+
+class Task(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
+    lane = models.CharField(max_length=8, choices=Lane.choices, default=Lane.SHORT)
+    instructions = models.TextField(blank=True)
+    scenario = models.CharField(max_length=32, default="ok")
+    # NULL, not "", when absent: the per-owner unique constraint ignores NULLs.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    content_sha256 = models.CharField(max_length=64)
+    input_bytes = models.PositiveBigIntegerField(default=0)
+
+    # Wall-clock instants all come from the database's clock (Now()), so intervals
+    # between what the web process and a worker wrote never mix two machines' clocks.
+    created_at = models.DateTimeField(db_default=Now())
+    not_before = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    first_text_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    frontend_first_text_ms = models.FloatField(null=True, blank=True)
+
+    attempt_count = models.PositiveIntegerField(default=0)
+    epoch = models.PositiveBigIntegerField(default=0)
+    worker_id = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    last_seq = models.PositiveBigIntegerField(default=0)
+
+    error_type = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    result_id = models.UUIDField(null=True, blank=True, unique=True)
+    result_sha256 = models.CharField(max_length=64, blank=True)
+    result_bytes = models.PositiveIntegerField(null=True, blank=True)
+    report_html = models.TextField(blank=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="unique_idempotency_key_per_owner",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["status", "lane", "created_at"], name="claim_order"),
+            models.Index(fields=["owner", "-created_at"], name="owner_newest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def current_attempt(self) -> Attempt | None:
+        return self.attempts.order_by("-number").first()
+
+    def _ms_since_created(self, instant) -> float | None:
+        if instant is None:
+            return None
+        return round((instant - self.created_at).total_seconds() * 1000, 1)
+
+    @property
+    def queue_ms(self) -> float | None:
+        return self._ms_since_created(self.claimed_at)
+
+    @property
+    def first_text_ms(self) -> float | None:
+        return self._ms_since_created(self.first_text_at)
+
+    @property
+    def duration_ms(self) -> float | None:
+        return self._ms_since_created(self.finished_at)
+
+    def queue_position(self) -> int | None:
+        """Return 1 for the next task to be claimed in this lane, or None when not queued."""
+        if self.status != Status.QUEUED:
+            return None
+        ahead = Task.objects.filter(
+            status=Status.QUEUED, lane=self.lane, created_at__lt=self.created_at
+        ).exclude(pk=self.pk).count()
+        return ahead + 1
+
+    def request_cancel(self) -> bool:
+        """Cancel a queued task at once, or ask the runner of a leased one to stop.
+
+        Return False when the task already ended otherwise (succeeded, failed,
+        reconciliation_required); cancelling a cancelled task again is not an error.
+        Cancel and completion are both compare-and-set: whichever commits first wins,
+        and a task that reached `finalizing` completes.
+        """
+        from reports import broadcast, notify
+
+        while True:
+            self.refresh_from_db(fields=["status"])
+            if self.status == Status.CANCELLED:
+                return True
+            if self.status == Status.QUEUED:
+                event = Task.objects.transition(
+                    self.pk,
+                    Status.QUEUED,
+                    Status.CANCELLED,
+                    event=("cancelled", {"partial": False}),
+                )
+                if event is not None:
+                    broadcast.publish_sync([event])
+                    return True
+            elif self.status in LEASED:
+                asked = Task.objects.filter(pk=self.pk, status__in=LEASED).update(
+                    cancel_requested_at=Coalesce("cancel_requested_at", Now())
+                )
+                if asked:
+                    notify.notify(self.pk)
+                    return True
+            else:
+                return False
+
+
+class Attempt(models.Model):
+    class Outcome(models.TextChoices):
+        RUNNING = "running"
+        FINALIZING = "finalizing"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        RETRY_SCHEDULED = "retry_scheduled"
+        INTERRUPTED = "interrupted"
+        RECONCILIATION_REQUIRED = "reconciliation_required"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    epoch = models.PositiveBigIntegerField()
+    worker_id = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=32, choices=Outcome.choices, default=Outcome.RUNNING)
+    error_type = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    retry_after_s = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(db_default=Now())
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Measured by the worker's monotonic clock from the attempt's start.
+    first_text_ms = models.FloatField(null=True, blank=True)
+    stage_ms = models.JSONField(default=dict, blank=True)
+    text = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    usage_source = models.CharField(max_length=16, blank=True)
+    provider_request_id = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["task", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "number"], name="unique_attempt_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.task_id}"
+
+
+class TaskEvent(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=32)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        ordering = ["task", "seq"]
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="unique_event_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} #{self.seq} {self.type}"
+
+    def as_event(self) -> Event:
+        return Event(self.task_id, self.seq, self.type, self.data)
+
+
+class Document(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="documents")
+    position = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=255)
+    extension = models.CharField(max_length=8)
+    storage_name = models.CharField(max_length=64, unique=True)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["task", "position"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PreparedText(models.Model):
+    """Extracted text of a document, so the same file is not parsed twice."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    sha256 = models.CharField(max_length=64)
+    parser_version = models.CharField(max_length=64)
+    text = models.TextField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "sha256", "parser_version"], name="unique_prepared_text"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.parser_version})"
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def issue(self, user, label: str = "") -> str:
+        """Create a token for `user` and return it; only its digest is stored."""
+        token = "rl_" + secrets.token_urlsafe(32)
+        self.create(user=user, digest=ApiToken.digest_of(token), label=label)
+        return token
+
+    def user_for(self, token: str):
+        found = self.select_related("user").filter(digest=ApiToken.digest_of(token)).first()
+        if found is None or not found.user.is_active:
+            return None
+        self.filter(pk=found.pk).update(last_used_at=Now())
+        return found.user
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    digest = models.CharField(max_length=64, unique=True)
+    label = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    def __str__(self) -> str:
+        return f"token {self.digest[:8]}… of {self.user}"
+
+    @staticmethod
+    def digest_of(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()

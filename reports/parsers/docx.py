@@ -1,0 +1,172 @@
+"""Word .docx: paragraphs and tables in document order, headings as Markdown headings."""
+
+from __future__ import annotations
+
+import io
+import re
+import zipfile
+from collections.abc import Iterable, Iterator
+
+import docx
+from docx.table import Table, _Cell
+from docx.text.paragraph import Paragraph
+
+from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
+from reports.parsers.text import EMPTY
+
+ZIP_SIGNATURE = b"PK\x03\x04"
+# Office's legacy binary format, also the container of a password-protected .docx.
+OLE_SIGNATURE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+REQUIRED_ENTRIES = ("[Content_Types].xml", "word/document.xml")
+
+MAX_ENTRIES = 1000
+MAX_UNCOMPRESSED_BYTES = 100 * 1024 * 1024
+MAX_COMPRESSION_RATIO = 100
+# Entries smaller than this are exempt from the ratio limit: small, repetitive XML parts can
+# legitimately compress very well, and MAX_UNCOMPRESSED_BYTES bounds what they can expand to.
+RATIO_EXEMPT_BYTES = 1024 * 1024
+
+NOT_DOCX = "The file is not a .docx document."
+DAMAGED = "The .docx document could not be read; it may be damaged. Try saving it again."
+NO_TEXT = "The .docx document contains no text."
+ZIP_BOMB = "The .docx document looks like a zip bomb: {reason}."
+
+_HEADING = re.compile(r"heading ([1-9])")
+_DECLARATION = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+
+
+def check_archive(data: bytes) -> None:
+    """Check the archive's central directory, without decompressing anything.
+
+    Raise UnsupportedContent when `data` is not a .docx at all, InvalidContent when it is
+    damaged or would expand beyond the limits.
+    """
+    if not data.strip():
+        raise InvalidContent(EMPTY)
+    if data.startswith(OLE_SIGNATURE):
+        raise UnsupportedContent(
+            "The file is an old-style .doc or a password-protected Word document; "
+            "save it as an unprotected .docx and upload it again."
+        )
+    if not data.startswith(ZIP_SIGNATURE):
+        raise UnsupportedContent(NOT_DOCX)
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, ValueError, EOFError):
+        raise InvalidContent(DAMAGED) from None
+    names = {entry.filename for entry in entries}
+    if not all(name in names for name in REQUIRED_ENTRIES):
+        raise UnsupportedContent(NOT_DOCX)
+    if len(entries) > MAX_ENTRIES:
+        raise InvalidContent(ZIP_BOMB.format(reason=f"it holds more than {MAX_ENTRIES} files"))
+    total = sum(entry.file_size for entry in entries)
+    if total > MAX_UNCOMPRESSED_BYTES:
+        limit = MAX_UNCOMPRESSED_BYTES // (1024 * 1024)
+        raise InvalidContent(ZIP_BOMB.format(reason=f"it would expand to more than {limit} MB"))
+    for entry in entries:
+        if entry.file_size >= RATIO_EXEMPT_BYTES and (
+            entry.file_size > entry.compress_size * MAX_COMPRESSION_RATIO
+        ):
+            raise InvalidContent(
+                ZIP_BOMB.format(reason=f"a part is compressed more than {MAX_COMPRESSION_RATIO}:1")
+            )
+
+
+class DocxParser(Parser):
+    extensions = (".docx",)
+    media_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+    version = "1"
+
+    def check(self, data: bytes) -> None:
+        check_archive(data)
+
+    def extract(self, data: bytes) -> str:
+        # The upload was checked at submit time, but this runs in a worker, on stored bytes:
+        # check again rather than trust that.
+        try:
+            check_archive(data)
+        except (InvalidContent, UnsupportedContent) as exc:
+            raise ParseError(str(exc)) from None
+        try:
+            _reject_declarations(data)
+            document = docx.Document(io.BytesIO(data))
+            blocks = [_block_text(block) for block in document.iter_inner_content()]
+        except ParseError:
+            raise
+        except Exception:
+            # zipfile, lxml and python-docx raise many kinds of exception on a damaged file;
+            # every one means the same thing to the user.
+            raise ParseError(DAMAGED) from None
+        text = "\n\n".join(block for block in blocks if block).replace("\x00", "")
+        if not text.strip():
+            raise ParseError(NO_TEXT)
+        return text
+
+
+def _reject_declarations(data: bytes) -> None:
+    # A DTD can define entities (billion laughs, external files); WordprocessingML never needs
+    # one, so any declaration is a trick. python-docx's parser does not resolve entities
+    # either; this is a second line.
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        for entry in archive.infolist():
+            if not entry.filename.endswith((".xml", ".rels")):
+                continue
+            # Dropping NUL bytes makes a UTF-16 declaration searchable as ASCII.
+            if _DECLARATION.search(archive.read(entry).replace(b"\x00", b"")):
+                raise ParseError("The .docx document contains a DOCTYPE or ENTITY declaration.")
+
+
+def _block_text(block: Paragraph | Table) -> str:
+    if isinstance(block, Table):
+        return _table_text(block)
+    return _paragraph_text(block)
+
+
+def _paragraph_text(paragraph: Paragraph) -> str:
+    text = paragraph.text.strip()
+    if not text:
+        return ""
+    style = (paragraph.style.name or "").lower() if paragraph.style is not None else ""
+    if style == "title":
+        level = 1
+    elif match := _HEADING.fullmatch(style):
+        level = min(int(match[1]), 6)
+    elif style.startswith(("list bullet", "list paragraph")):
+        return f"- {text}"
+    elif style.startswith("list number"):
+        return f"1. {text}"
+    else:
+        return text
+    return "#" * level + " " + " ".join(text.split())
+
+
+def _table_text(table: Table) -> str:
+    rows = []
+    for row in table.rows:
+        cells = [" ".join(_cell_texts(cell.iter_inner_content())) for cell in _unique(row.cells)]
+        if any(cells):
+            rows.append(" | ".join(cells))
+    return "\n".join(rows)
+
+
+def _cell_texts(blocks: Iterable[Paragraph | Table]) -> Iterator[str]:
+    for block in blocks:
+        if isinstance(block, Table):
+            # A table inside a cell is flattened into the cell's text.
+            for row in block.rows:
+                for cell in _unique(row.cells):
+                    yield from _cell_texts(cell.iter_inner_content())
+        elif text := " ".join(block.text.split()):
+            yield text
+
+
+def _unique(cells: list[_Cell]) -> list[_Cell]:
+    # A merged cell is reported once per grid column it spans; keep its first appearance.
+    seen: set[object] = set()
+    unique = []
+    for cell in cells:
+        if cell._tc not in seen:
+            seen.add(cell._tc)
+            unique.append(cell)
+    return unique

@@ -1,0 +1,172 @@
+"""HTML: the text a reader would see, with headings kept as Markdown headings."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+
+from reports.parsers.base import InvalidContent, ParseError, Parser
+from reports.parsers.text import EMPTY, decode_for_extract, decode_text
+
+NO_VISIBLE_TEXT = "The HTML file has no visible text."
+
+# Elements whose content a reader never sees as text.
+_HIDDEN = frozenset({"script", "style", "template", "noscript", "head", "title"})
+# What may appear inside <head>; any other element starts the body, as browsers do when the
+# closing </head> tag is left out.
+_HEAD_CONTENT = frozenset(
+    {"base", "link", "meta", "noscript", "script", "style", "template", "title"}
+)
+# Elements followed by a blank line, and elements that merely start a new line.
+_PARAGRAPHS = frozenset(
+    {"p", "pre", "blockquote", "table", "ul", "ol", "dl", "figure", "hr"}
+    | {f"h{level}" for level in range(1, 7)}
+)
+_LINES = frozenset(
+    {
+        "address", "article", "aside", "body", "br", "caption", "dd", "details", "dialog",
+        "div", "dt", "fieldset", "figcaption", "footer", "form", "header", "hgroup", "html",
+        "li", "main", "nav", "section", "summary", "tbody", "tfoot", "thead", "tr",
+    }
+)  # fmt: skip
+_CELLS = frozenset({"td", "th"})
+_WHITESPACE = re.compile(r"\s+")
+_BARE_MARKER = re.compile(r"(#{1,6}|-)")
+_BLANK_RUNS = re.compile(r"\n{3,}")
+# Feed this many characters at a time when only the presence of visible text matters, and
+# parse at most this many at submit time.
+_CHECK_CHUNK = 16 * 1024
+_CHECK_PARSE_LIMIT = 256 * 1024
+_TAG = re.compile(r"<[^>]*>?")
+
+
+class _VisibleText(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[str] = []
+        self.has_text = False
+        self._hidden: list[str] = []
+        self._pre_depth = 0
+        self._tail = ""  # the last two characters written, to place breaks and spaces
+        self._after_marker = False  # a "- " or "# " was written and no text yet
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if "head" in self._hidden and tag not in _HEAD_CONTENT:
+            self._close_hidden("head")
+        if tag in _HIDDEN:
+            self._hidden.append(tag)
+            return
+        if tag in _PARAGRAPHS:
+            self._break(2)
+        elif tag in _LINES:
+            self._break(1)
+        if tag == "pre":
+            self._pre_depth += 1
+        elif tag in _CELLS and not self._at_line_start():
+            self._write(" | ")
+        elif tag == "li":
+            self._write("- ", marker=True)
+        elif len(tag) == 2 and tag[0] == "h" and tag[1] in "123456":
+            self._write("#" * int(tag[1]) + " ", marker=True)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._hidden:
+            self._close_hidden(tag)
+            return
+        if tag == "pre" and self._pre_depth:
+            self._pre_depth -= 1
+        # An empty list item or heading must not pull the next block onto its line.
+        self._after_marker = False
+        if tag in _PARAGRAPHS:
+            self._break(2)
+        elif tag in _LINES and tag != "br":
+            self._break(1)
+
+    def handle_data(self, data: str) -> None:
+        if self._hidden == ["head"] and data.strip():
+            # Text straight inside <head> starts the body, as in a browser.
+            self._hidden.clear()
+        if self._hidden:
+            return
+        if not self._pre_depth:
+            data = _WHITESPACE.sub(" ", data)
+            if self._at_line_start() or self._tail.endswith(" "):
+                data = data.lstrip(" ")
+        if data:
+            self.has_text = self.has_text or not data.isspace()
+            self._write(data)
+
+    def text(self) -> str:
+        lines = (line.rstrip() for line in "".join(self.parts).split("\n"))
+        kept = "\n".join(line for line in lines if not _BARE_MARKER.fullmatch(line))
+        return _BLANK_RUNS.sub("\n\n", kept).strip()
+
+    def _close_hidden(self, tag: str) -> None:
+        index = len(self._hidden) - 1 - self._hidden[::-1].index(tag)
+        del self._hidden[index:]
+
+    def _at_line_start(self) -> bool:
+        return not self._tail or self._tail.endswith("\n")
+
+    def _break(self, newlines: int) -> None:
+        # Nothing written yet, or a block inside a list item (<li><p>…): stay on this line.
+        if not self._tail or self._after_marker:
+            return
+        present = len(self._tail) - len(self._tail.rstrip("\n"))
+        if newlines > present:
+            self._write("\n" * (newlines - present))
+
+    def _write(self, text: str, *, marker: bool = False) -> None:
+        self.parts.append(text)
+        self._tail = (self._tail + text)[-2:]
+        self._after_marker = marker
+
+
+def html_to_text(html: str) -> str:
+    """Return the visible text of `html`: one block per line, headings as "#" lines."""
+    parser = _VisibleText()
+    parser.feed(html)
+    parser.close()
+    return parser.text()
+
+
+def has_visible_text(html: str) -> bool:
+    """Tell whether `html` seems to have visible text, in bounded time.
+
+    Only the first _CHECK_PARSE_LIMIT characters are parsed (stopping at the first visible
+    character); beyond them, any character outside a tag counts. html_to_text, at parse
+    time, gives the final answer.
+    """
+    # The stdlib parser needs about 10 µs a tag: a 10 MB page of bare tags takes seconds,
+    # too long for an upload request.
+    parser = _VisibleText()
+    head = html[:_CHECK_PARSE_LIMIT]
+    for start in range(0, len(head), _CHECK_CHUNK):
+        parser.feed(head[start : start + _CHECK_CHUNK])
+        if parser.has_text:
+            return True
+    if len(html) <= _CHECK_PARSE_LIMIT:
+        parser.close()
+        return parser.has_text
+    # Resume after the last complete tag, so as not to start inside one.
+    rest = html[html.rfind(">", 0, _CHECK_PARSE_LIMIT) + 1 :]
+    return bool(_TAG.sub("", rest).strip())
+
+
+class HtmlParser(Parser):
+    extensions = (".html",)
+    media_type = "text/html"
+    version = "1"
+
+    def check(self, data: bytes) -> None:
+        html = decode_text(data)
+        if not html.strip():
+            raise InvalidContent(EMPTY)
+        if not has_visible_text(html):
+            raise InvalidContent(NO_VISIBLE_TEXT)
+
+    def extract(self, data: bytes) -> str:
+        text = html_to_text(decode_for_extract(data))
+        if not text:
+            raise ParseError(NO_VISIBLE_TEXT)
+        return text

@@ -1,0 +1,104 @@
+"""Plain text and Markdown, and the decoder every text-based format shares."""
+
+from __future__ import annotations
+
+import codecs
+
+from charset_normalizer import from_bytes
+
+from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
+
+EMPTY = "The file is empty or contains only whitespace."
+NO_TEXT = "The file contains no text."
+UNREADABLE = (
+    "The file is not readable text: it is not UTF-8 and its encoding could not be "
+    "recognised with confidence. Save it as UTF-8 and upload it again."
+)
+
+# At most this share of "mess" (charset_normalizer's chaos) in a detected decoding.
+MAX_CHAOS = 0.1
+
+# UTF-32 first: its little-endian BOM begins with UTF-16's.
+_BOMS: tuple[tuple[bytes, str], ...] = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+# Documents of another kind that a wrong file name may carry.
+_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"%PDF-", "a PDF document"),
+    (b"PK\x03\x04", "a zip archive (such as a .docx document)"),
+)
+
+
+def decode_text(data: bytes) -> str:
+    """Return `data` decoded, without NUL characters, with every newline as "\\n".
+
+    Raise UnsupportedContent for binary data, InvalidContent for text whose encoding cannot
+    be recognised with confidence.
+    """
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            try:
+                return _normalise(data.decode(codec))
+            except UnicodeDecodeError:
+                raise InvalidContent(UNREADABLE) from None
+    for signature, kind in _SIGNATURES:
+        if data.startswith(signature):
+            raise UnsupportedContent(f"The file is {kind}, not text.")
+    # Without a BOM, a NUL byte means binary data: no text encoding we accept produces one.
+    if b"\x00" in data:
+        raise UnsupportedContent("The file contains binary data, not text.")
+    try:
+        return _normalise(data.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        return _normalise(_detect(data))
+
+
+def _detect(data: bytes) -> str:
+    matches = from_bytes(data)
+    best = matches.best()
+    if best is None or best.chaos > MAX_CHAOS:
+        raise InvalidContent(UNREADABLE)
+    tied = [m for m in matches if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
+    if len({str(m) for m in tied}) == 1:
+        return str(best)
+    # A short Western text fits several single-byte code pages equally well (charset_normalizer
+    # then tends to pick cp1250 and turns "è" into "č"); windows-1252, the superset of Latin-1
+    # that browsers assume for unlabelled text, is by far the likeliest of them.
+    if any("cp1252" in m.could_be_from_charset for m in tied):
+        try:
+            return data.decode("cp1252")
+        except UnicodeDecodeError:
+            pass
+    raise InvalidContent(UNREADABLE)
+
+
+def _normalise(text: str) -> str:
+    return text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def decode_for_extract(data: bytes) -> str:
+    """Return decode_text(data), raising ParseError instead of the submit-time exceptions."""
+    try:
+        return decode_text(data)
+    except (InvalidContent, UnsupportedContent) as exc:
+        raise ParseError(str(exc)) from None
+
+
+class TextParser(Parser):
+    extensions = (".txt", ".md")
+    media_type = "text/plain"
+    version = "1"
+
+    def check(self, data: bytes) -> None:
+        if not decode_text(data).strip():
+            raise InvalidContent(EMPTY)
+
+    def extract(self, data: bytes) -> str:
+        text = decode_for_extract(data)
+        if not text.strip():
+            raise ParseError(NO_TEXT)
+        return text

@@ -1,0 +1,459 @@
+"""One attempt of one task: parse → prepare → generate → validate, render, save.
+
+The runner, not the provider, decides what a failure means (DESIGN.md's retry
+table). Every write is fenced by the attempt's epoch: when one changes zero rows the
+lease is gone, and the attempt stops without writing anything more.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async as db
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Coalesce, Now
+
+from reports import broadcast, notify, rendering, storage
+from reports.clock import Clock
+from reports.leases import Claim, LeaseLost
+from reports.models import Attempt, Document, Event, PreparedText, Status, Task, db_now_plus
+from reports.parsers import PARSER_VERSION, parser_for
+from reports.parsers.base import ParseError
+from reports.providers.base import (
+    Completed,
+    GenerationRequest,
+    Heartbeat,
+    Provider,
+    ProviderError,
+    Retry,
+    SourceDocument,
+    TextDelta,
+    Usage,
+)
+from reports.validation import validate_report
+
+log = logging.getLogger(__name__)
+
+FLUSH_INTERVAL_S = 0.1  # coalesce provider deltas into one event about this often…
+FLUSH_CHARS = 400  # …or once this many characters are waiting
+_END = object()  # the provider's stream ended
+_WAKE = object()  # a stop was requested
+
+
+@dataclass
+class Outcome:
+    """How an attempt ends: the task status it moves to and why."""
+
+    status: str
+    error_type: str = ""
+    message: str = ""
+    retry_after_s: float | None = None
+
+
+@dataclass
+class AttemptRun:
+    claim: Claim
+    provider: Provider
+    clock: Clock
+    text: list[str] = field(default_factory=list)
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    first_text_ms: float | None = None
+    usage: Usage = field(default_factory=Usage)
+    request_id: str = ""
+    stop_reason: str = ""  # "cancel" or "lease_lost"
+    status: str = Status.RUNNING
+
+    def __post_init__(self) -> None:
+        self.started = self.clock.monotonic()
+        remaining = settings.REPORTS_TASK_DEADLINE_S - self.claim.age_at_claim_s
+        self.deadline = self.started + remaining
+        # One item of look-ahead: the provider is paced by this runner, and an
+        # injected clock cannot run ahead of what the runner has seen.
+        self._queue: asyncio.Queue = asyncio.Queue(maxsize=1)
+
+    @property
+    def task_id(self):
+        return self.claim.task_id
+
+    def request_stop(self, reason: str) -> None:
+        """Ask the attempt to stop (cancel or lost lease); it wakes at once."""
+        if not self.stop_reason:
+            self.stop_reason = reason
+            with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
+                self._queue.put_nowait(_WAKE)
+
+    async def run(self) -> str:
+        """Run the attempt to its end; return the status the task was left in."""
+        notify.subscribe(self.task_id, lambda: self.request_stop("cancel"))
+        try:
+            outcome = await self._stages()
+            if outcome.status == Status.FINALIZING:
+                outcome = await self._finalize()
+            if outcome.status != Status.SUCCEEDED:
+                await self._end(outcome)
+            return outcome.status
+        except LeaseLost:
+            log.warning(
+                "task %s attempt %s lost its lease; stopping", self.task_id, self.claim.number
+            )
+            return "lease_lost"
+        finally:
+            notify.unsubscribe(self.task_id)
+
+    async def _stages(self) -> Outcome:
+        if self.clock.monotonic() >= self.deadline:
+            return Outcome(
+                Status.FAILED, "timeout", "The task waited in the queue past its deadline."
+            )
+        with self._timed("parse"):
+            try:
+                documents = await db(load_documents)(self.task_id)
+            except ParseError as exc:
+                return Outcome(Status.FAILED, "invalid_input", str(exc))
+        with self._timed("prepare"):
+            request = await db(build_request)(self.claim, documents)
+        with self._timed("generate"):
+            return await self._generate(request)
+
+    # --- generate ---------------------------------------------------------------------
+
+    async def _generate(self, request: GenerationRequest) -> Outcome:
+        pump = asyncio.create_task(self._pump(request))
+        try:
+            return await self._consume()
+        finally:
+            pump.cancel()
+            await asyncio.gather(pump, return_exceptions=True)
+
+    async def _pump(self, request: GenerationRequest) -> None:
+        try:
+            async for item in self.provider.stream(request):
+                await self._queue.put(item)
+            await self._queue.put(_END)
+        except ProviderError as exc:
+            await self._queue.put(exc)
+        except Exception as exc:  # an adapter bug must end the attempt, not hang it
+            log.exception("provider %s raised unexpectedly", self.provider.name)
+            await self._queue.put(ProviderError("provider_error", f"Provider failure: {exc}"))
+
+    async def _consume(self) -> Outcome:
+        self._sent_at = self._last_text_at = self.clock.monotonic()
+        self._answered = False
+        self._pending: list[str] = []
+        self._pending_since = 0.0
+        while True:
+            item = await self._next_item()
+            if self.stop_reason:
+                await self._flush()
+                return self._stopped()
+            overdue = self._overdue(self.clock.monotonic())
+            if overdue is not None:
+                await self._flush()
+                return overdue
+            ended = self._take(item)
+            if ended is not None:
+                await self._flush()
+                return ended
+            if self._pending and (
+                self.clock.monotonic() - self._pending_since >= FLUSH_INTERVAL_S
+                or sum(map(len, self._pending)) >= FLUSH_CHARS
+            ):
+                await self._flush()
+
+    def _checks_due(self) -> list[float]:
+        """Return the instants at which a time limit or a flush falls due."""
+        due = [self.deadline]
+        if self._answered:
+            due.append(self._last_text_at + settings.REPORTS_STALL_TIMEOUT_S)
+        else:
+            due.append(self._sent_at + settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S)
+        if self._pending:
+            due.append(self._pending_since + FLUSH_INTERVAL_S)
+        return due
+
+    async def _next_item(self):
+        """Return the next stream item, or None when the nearest check falls due first."""
+        timeout = max(0.0, min(self._checks_due()) - self.clock.monotonic())
+        try:
+            return await asyncio.wait_for(self._queue.get(), timeout=timeout)
+        except TimeoutError:
+            return None
+
+    def _overdue(self, now: float) -> Outcome | None:
+        """Return how the attempt ends when a time limit has passed (heartbeats don't count)."""
+        if now >= self.deadline:
+            return Outcome(Status.FAILED, "timeout", "The task ran past its deadline.")
+        if (
+            not self._answered
+            and now - self._sent_at >= settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S
+        ):
+            return Outcome(
+                Status.RECONCILIATION_REQUIRED,
+                "",
+                "The provider did not answer; whether it ran the request is unknown.",
+            )
+        if self._answered and now - self._last_text_at >= settings.REPORTS_STALL_TIMEOUT_S:
+            return Outcome(
+                Status.FAILED,
+                "stalled",
+                f"No text arrived for {settings.REPORTS_STALL_TIMEOUT_S:g} s.",
+            )
+        return None
+
+    def _take(self, item) -> Outcome | None:
+        """Take one stream item in; return how the attempt ends when the stream did."""
+        if isinstance(item, TextDelta):
+            self._answered = True
+            if item.text:
+                now = self.clock.monotonic()
+                self._last_text_at = now
+                if self.first_text_ms is None:
+                    self.first_text_ms = round((now - self.started) * 1000, 1)
+                if not self._pending:
+                    self._pending_since = now
+                self._pending.append(item.text)
+                self.text.append(item.text)
+        elif isinstance(item, Heartbeat):
+            self._answered = True
+        elif isinstance(item, Completed):
+            self.usage, self.request_id = item.usage, item.request_id or ""
+            return self._completed(item)
+        elif item is _END:
+            return Outcome(
+                Status.FAILED,
+                "stream_truncated",
+                "The stream ended before the report was complete.",
+            )
+        elif isinstance(item, ProviderError):
+            return self._provider_failed(item)
+        return None
+
+    def _stopped(self) -> Outcome:
+        if self.stop_reason == "lease_lost":
+            raise LeaseLost(self.task_id)
+        return Outcome(Status.CANCELLED, "", "Cancelled by you.")
+
+    def _completed(self, done: Completed) -> Outcome:
+        if done.finish_reason != "stop":
+            return Outcome(
+                Status.FAILED,
+                "stream_truncated",
+                f"The provider stopped early (finish reason: {done.finish_reason}).",
+            )
+        if not "".join(self.text).strip():
+            return Outcome(Status.FAILED, "empty_output", "The provider returned no text.")
+        return Outcome(Status.FINALIZING)
+
+    def _provider_failed(self, exc: ProviderError) -> Outcome:
+        if exc.retry is Retry.UNKNOWN:
+            return Outcome(Status.RECONCILIATION_REQUIRED, exc.error_type, exc.message)
+        delay = exc.retry_after_s or 0.0
+        may_retry = (
+            exc.retry is Retry.RETRYABLE
+            and not self.text
+            and self.claim.number < settings.REPORTS_MAX_ATTEMPTS
+            and delay <= settings.REPORTS_RETRY_MAX_WAIT_S
+            and self.clock.monotonic() + delay < self.deadline
+        )
+        if may_retry:
+            return Outcome(Status.QUEUED, exc.error_type, exc.message, retry_after_s=delay)
+        return Outcome(Status.FAILED, exc.error_type, exc.message)
+
+    async def _flush(self) -> None:
+        """Persist the waiting text as one delta event (renewing the lease), then fan it out."""
+        if not self._pending:
+            return
+        chunk = "".join(self._pending)
+        self._pending.clear()
+        written = await db(Task.objects.append_event)(
+            self.task_id,
+            self.claim.epoch,
+            "delta",
+            {"text": chunk, "attempt": self.claim.number},
+            first_text_at=Coalesce("first_text_at", Now()),
+        )
+        if written is None:
+            raise LeaseLost(self.task_id)
+        event, cancel_requested = written
+        await broadcast.publish([event])
+        if cancel_requested:
+            self.request_stop("cancel")
+
+    # --- finalize -----------------------------------------------------------------------
+
+    async def _finalize(self) -> Outcome:
+        await self._move(Status.RUNNING, Status.FINALIZING)
+        report = "".join(self.text)
+        with self._timed("validate"):
+            problems = validate_report(report, max_kb=settings.REPORTS_MAX_REPORT_KB)
+        if problems:
+            return Outcome(Status.FAILED, "validation_failed", " ".join(problems))
+        with self._timed("render"):
+            html = rendering.render_markdown(report)
+        result_id = uuid.uuid4()
+        with self._timed("save"):
+            try:
+                sha256, size = await db(storage.save_result, thread_sensitive=False)(
+                    result_id, report
+                )
+            except OSError as exc:
+                log.error("saving the report of task %s failed: %s", self.task_id, exc)
+                return Outcome(Status.FAILED, "save_failed", "The report could not be saved.")
+        try:
+            await self._end(
+                Outcome(Status.SUCCEEDED),
+                result_id=result_id,
+                result_sha256=sha256,
+                result_bytes=size,
+                report_html=html,
+            )
+        except LeaseLost:
+            storage.result_path(result_id).unlink(missing_ok=True)
+            raise
+        return Outcome(Status.SUCCEEDED)
+
+    async def _move(self, frm: str, to: str) -> None:
+        event = await db(Task.objects.transition)(
+            self.task_id, frm, to, expect_epoch=self.claim.epoch
+        )
+        if event is None:
+            raise LeaseLost(self.task_id)
+        self.status = to
+        await broadcast.publish([event])
+
+    # --- the end ------------------------------------------------------------------------
+
+    async def _end(self, outcome: Outcome, **task_fields) -> None:
+        """Write the attempt's end and the task's new status in one transaction."""
+        event = await db(self._write_end)(outcome, task_fields)
+        if event is None:
+            raise LeaseLost(self.task_id)
+        await broadcast.publish([event])
+
+    def _write_end(self, outcome: Outcome, task_fields: dict) -> Event | None:
+        text = "".join(self.text)
+        partial = bool(text)
+        attempt_status = {
+            Status.QUEUED: Attempt.Outcome.RETRY_SCHEDULED,
+            Status.SUCCEEDED: Attempt.Outcome.SUCCEEDED,
+            Status.FAILED: Attempt.Outcome.FAILED,
+            Status.CANCELLED: Attempt.Outcome.CANCELLED,
+            Status.RECONCILIATION_REQUIRED: Attempt.Outcome.RECONCILIATION_REQUIRED,
+        }[outcome.status]
+        if outcome.status == Status.SUCCEEDED:
+            event = ("succeeded", {"result_id": str(task_fields["result_id"])})
+        elif outcome.status == Status.QUEUED:
+            event = (
+                "status",
+                {
+                    "status": Status.QUEUED,
+                    "retry_after_s": outcome.retry_after_s,
+                    "reason": outcome.error_type,
+                },
+            )
+            task_fields["not_before"] = db_now_plus(outcome.retry_after_s or 0)
+        elif outcome.status == Status.CANCELLED:
+            event = ("cancelled", {"partial": partial})
+        elif outcome.status == Status.FAILED:
+            event = (
+                "failed",
+                {"error_type": outcome.error_type, "partial": partial, "message": outcome.message},
+            )
+        else:
+            event = (outcome.status, {"partial": partial, "message": outcome.message})
+        if outcome.status != Status.QUEUED:
+            task_fields.setdefault("error_type", outcome.error_type)
+            task_fields.setdefault("error_message", outcome.message)
+        with transaction.atomic():
+            written = Task.objects.transition(
+                self.task_id,
+                self.status,
+                outcome.status,
+                expect_epoch=self.claim.epoch,
+                event=event,
+                **task_fields,
+            )
+            if written is None:
+                return None
+            Attempt.objects.filter(pk=self.claim.attempt_id).update(
+                status=attempt_status,
+                error_type=outcome.error_type,
+                error_message=outcome.message,
+                retry_after_s=outcome.retry_after_s,
+                ended_at=Now(),
+                text=text,
+                first_text_ms=self.first_text_ms,
+                stage_ms=self.stage_ms,
+                input_tokens=self.usage.input_tokens,
+                output_tokens=self.usage.output_tokens,
+                cached_tokens=self.usage.cached_tokens,
+                usage_source=self.usage.source,
+                provider_request_id=self.request_id,
+            )
+            return written
+
+    def _timed(self, stage: str):
+        return _StageTimer(self, stage)
+
+
+class _StageTimer:
+    def __init__(self, run: AttemptRun, stage: str) -> None:
+        self.run, self.stage = run, stage
+
+    def __enter__(self) -> None:
+        self.start = self.run.clock.monotonic()
+
+    def __exit__(self, *exc) -> None:
+        elapsed = (self.run.clock.monotonic() - self.start) * 1000
+        self.run.stage_ms[self.stage] = round(elapsed, 1)
+
+
+def load_documents(task_id) -> list[SourceDocument]:
+    """Return the task's documents as text, parsing each file at most once per owner."""
+    task = Task.objects.only("owner_id").get(pk=task_id)
+    documents = []
+    for doc in Document.objects.filter(task_id=task_id).order_by("position"):
+        cached = PreparedText.objects.filter(
+            owner_id=task.owner_id, sha256=doc.sha256, parser_version=PARSER_VERSION
+        ).first()
+        if cached is not None:
+            text = cached.text
+        else:
+            parser = parser_for(doc.name)
+            if parser is None:
+                raise ParseError(f"{doc.name}: this kind of file is not supported.")
+            try:
+                text = parser.extract(storage.read_upload(doc.storage_name))
+            except ParseError as exc:
+                raise ParseError(f"{doc.name}: {exc}") from None
+            if not text.strip():
+                raise ParseError(f"{doc.name}: no text could be extracted from it.")
+            try:
+                with transaction.atomic():
+                    PreparedText.objects.create(
+                        owner_id=task.owner_id,
+                        sha256=doc.sha256,
+                        parser_version=PARSER_VERSION,
+                        text=text,
+                    )
+            except IntegrityError:
+                pass  # another attempt prepared the same file at the same moment
+        documents.append(SourceDocument(doc.name, text))
+    return documents
+
+
+def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRequest:
+    task = Task.objects.only("instructions", "scenario").get(pk=claim.task_id)
+    return GenerationRequest(
+        task_id=str(claim.task_id),
+        attempt_number=claim.number,
+        documents=tuple(documents),
+        instructions=task.instructions,
+        scenario=task.scenario,
+        max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
+    )

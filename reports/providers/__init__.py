@@ -1,0 +1,41 @@
+"""Model adapters: pick the configured one by name."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+
+from reports.clock import Clock
+from reports.providers.base import Provider
+
+# The ways the simulated provider can misbehave on purpose (SPEC §6), in the table's order.
+SCENARIOS: tuple[str, ...] = (
+    "ok",
+    "slow",
+    "error",
+    "truncated",
+    "empty",
+    "stall",
+    "rate_limited",
+    "invalid",
+)
+
+
+def get_provider(name: str | None = None, *, clock: Clock | None = None) -> Provider:
+    """Build the provider named `name`, or `settings.REPORTS_PROVIDER`, from its settings."""
+    key = name or settings.REPORTS_PROVIDER
+    providers = getattr(settings, "REPORTS_PROVIDERS", {})
+    config = providers.get(key)
+    if config is None:
+        known = ", ".join(sorted(providers)) or "none"
+        raise ImproperlyConfigured(
+            f"Unknown report provider {key!r}: REPORTS_PROVIDERS configures {known}."
+        )
+    try:
+        backend = import_string(config["BACKEND"])
+    except (KeyError, ImportError) as exc:
+        raise ImproperlyConfigured(
+            f"REPORTS_PROVIDERS[{key!r}] needs a BACKEND that can be imported: {exc}"
+        ) from exc
+    return backend(clock=clock, **config.get("OPTIONS", {}))

@@ -1,0 +1,101 @@
+"""The one interface every model adapter implements, and the one error type it raises."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from reports.clock import Clock
+
+
+@dataclass(frozen=True)
+class SourceDocument:
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    task_id: str
+    attempt_number: int
+    documents: tuple[SourceDocument, ...]
+    instructions: str = ""
+    scenario: str = "ok"
+    max_output_tokens: int = 4096
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    source: str = "missing"  # provider | estimate | missing
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The provider is connected and alive; says nothing about progress."""
+
+
+@dataclass(frozen=True)
+class Completed:
+    """The provider's completion signal."""
+
+    finish_reason: str  # "stop" is the only one that means a whole report
+    usage: Usage = field(default_factory=Usage)
+    request_id: str | None = None
+
+
+StreamItem = TextDelta | Heartbeat | Completed
+
+
+class Retry(enum.Enum):
+    RETRYABLE = "retryable"  # may be tried again (after retry_after_s when given)
+    PERMANENT = "permanent"  # trying again would fail the same way
+    UNKNOWN = "unknown"  # the request may or may not have taken effect
+
+
+class ProviderError(Exception):
+    """A provider failure, saying what kind it is; the runner decides what to do."""
+
+    def __init__(
+        self,
+        error_type: str,
+        message: str,
+        *,
+        retry: Retry = Retry.PERMANENT,
+        retry_after_s: float | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+        self.retry = retry
+        self.retry_after_s = retry_after_s
+        self.status_code = status_code
+
+
+class Provider(ABC):
+    """A language-model adapter: turns a request into a stream of items.
+
+    The stream yields `TextDelta`s and `Heartbeat`s and ends with one `Completed`;
+    a stream that ends without `Completed` was truncated. Failures are raised as
+    `ProviderError`. Closing the async iterator (cancel) must stop the work.
+    """
+
+    name: str = ""
+
+    def __init__(self, *, clock: Clock | None = None, **options) -> None:
+        self.clock = clock or Clock()
+        self.options = options
+
+    @abstractmethod
+    def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        """Return an async iterator over the response."""

@@ -1,0 +1,368 @@
+"""An extractive analysis report, written without a model: the simulated provider's text.
+
+Deterministic and offline: sentences are ranked by how many of the documents' frequent
+words they contain, so the same input always gives the same report.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from reports.providers.base import SourceDocument
+
+TITLE_CHARS = 80
+SENTENCE_CHARS = 400
+NAME_CHARS = 120
+HEADING_CHARS = 80
+MAX_HEADINGS_LISTED = 40  # across all documents, so the report stays well under its cap
+INSTRUCTIONS_CHARS = 4000
+KEY_TERMS = 10
+KEY_POINTS = 5
+MIN_SENTENCE_WORDS = 4
+
+_STOP_WORDS_TEXT = """
+    a about above after again against all almost also although always am among an and
+    another any are aren't around as at be became because become been before being below
+    between both but by can cannot could couldn't did didn't do does doesn't doing don't
+    down during each either else enough even ever every few for from further get gets got
+    had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers
+    herself him himself his how how's however i i'd i'll i'm i've if in into is isn't it
+    it's its itself just least less let's like made make makes many may me might more most
+    much must mustn't my myself neither never no nor not now of off often on once one only
+    onto or other others ought our ours ourselves out over own per perhaps quite rather
+    really same several shall shan't she she'd she'll she's should shouldn't since so some
+    still such than that that's the their theirs them themselves then there there's
+    therefore these they they'd they'll they're they've this those though through thus to
+    too under until up upon us usually very was wasn't we we'd we'll we're we've well were
+    weren't what what's whatever when when's where where's whether which while who who's
+    whom whose why why's will with within without won't would wouldn't yet you you'd
+    you'll you're you've your yours yourself yourselves
+"""
+STOP_WORDS = frozenset(_STOP_WORDS_TEXT.split())
+
+_WORD = re.compile(r"[^\W\d_]+(?:['\u2019\-][^\W\d_]+)*")
+_ANY_WORD = re.compile(r"\w+")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_LINE_MARKER = re.compile(r"^\s*(?:>\s*)*(?:[-*+]\s+|\d{1,9}[.)]\s+)?")
+_SENTENCE_END = re.compile(r"(?<=[.!?\u2026])[\"'\u201d\u2019)\]]*\s+")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Backslash-escaped everywhere: these characters start inline structure.
+_INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<#|~]|&(?=#?\w+;))")
+# Escaped only at the start of a line, where they would open a block.
+_BLOCK_START = re.compile(r"^(?:([-+=>])|(\d{1,9})([.)]))")
+_LIST_ITEM = re.compile(r"^\s*(?:>\s*)*(?:[-*+]|\d{1,9}[.)])\s+")
+
+
+@dataclass
+class _Sentence:
+    text: str
+    words: list[str]
+    doc: int
+    section: str
+    order: int
+    score: float = 0.0
+
+
+@dataclass
+class _Heading:
+    level: int
+    text: str
+
+
+@dataclass
+class _Document:
+    name: str
+    words: int = 0
+    paragraphs: int = 0
+    headings: list[_Heading] = field(default_factory=list)
+    sentences: list[_Sentence] = field(default_factory=list)
+    first_line: str = ""
+
+
+def write_report(documents: Sequence[SourceDocument], instructions: str) -> str:
+    """Write a Markdown analysis of the documents, shaped by the instructions."""
+    instructions = _clean_text(instructions).strip()
+    parsed = [_parse(i, doc) for i, doc in enumerate(documents)]
+    sentences = [s for doc in parsed for s in doc.sentences]
+    frequencies = Counter(w for s in sentences for w in s.words if _is_term(w))
+    focus = {w for w in _words(instructions) if _is_term(w)}
+    _score(sentences, frequencies, focus)
+
+    summary = _pick_summary(sentences)
+    points = _pick_points(sentences, summary)
+    parts = [
+        f"# {_escape(_title(parsed))}",
+        "## Summary\n\n" + _summary_text(summary, parsed),
+        "## Key points\n\n" + _points_text(points, parsed),
+        "## Key terms\n\n" + _terms_text(frequencies),
+        "## Document structure\n\n" + _structure_text(parsed),
+    ]
+    if instructions:
+        parts.append("## Your instructions\n\n" + _instructions_text(instructions, focus, summary))
+    return "\n\n".join(parts) + "\n"
+
+
+def _clean_text(text: str) -> str:
+    # Lone surrogates cannot be written as UTF-8; the report must be.
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower().replace("\u2019", "'") for w in _WORD.findall(text)]
+
+
+def _is_term(word: str) -> bool:
+    return len(word) > 2 and word not in STOP_WORDS
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip(" ,;:-") + "…"
+
+
+def _plain(line: str) -> str:
+    """Strip Markdown decoration from a line so it reads as a plain title."""
+    line = _LINE_MARKER.sub("", line)
+    line = re.sub(r"^#{1,6}\s*|\s+#+\s*$", "", line.strip())
+    return _one_line(re.sub(r"[*_`~]+", "", line))
+
+
+def _escape(text: str) -> str:
+    text = _INLINE_SPECIAL.sub(r"\\\1", text)
+    return _BLOCK_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", text)
+
+
+def _parse(index: int, source: SourceDocument) -> _Document:
+    text = _clean_text(source.text)
+    doc = _Document(name=_one_line(_clean_text(source.name)) or f"Document {index + 1}")
+    doc.words = len(_ANY_WORD.findall(text))
+    section = ""
+    block: list[str] = []
+    fence = ""
+
+    def close_block() -> None:
+        if block:
+            if any(_ANY_WORD.search(line) for line in block):
+                doc.paragraphs += 1
+            _add_sentences(doc, index, section, block)
+            block.clear()
+
+    for raw in text.splitlines():
+        if fence:
+            if _closes(fence, raw):
+                fence = ""
+            continue
+        if match := _FENCE.match(raw):
+            close_block()
+            fence = match.group(1)
+            continue
+        if match := _ATX.match(raw):
+            close_block()
+            if heading := _plain(match.group(2) or ""):
+                doc.headings.append(_Heading(len(match.group(1)), heading))
+                section = heading
+            continue
+        if block and (match := _SETEXT.match(raw)):
+            heading = _plain(" ".join(block))
+            block.clear()
+            if heading:
+                doc.headings.append(_Heading(1 if match.group(1)[0] == "=" else 2, heading))
+                section = heading
+            continue
+        if raw.strip():
+            if not doc.first_line:
+                doc.first_line = _plain(raw)
+            block.append(raw)
+        else:
+            close_block()
+    close_block()
+    return doc
+
+
+def _closes(fence: str, line: str) -> bool:
+    # Only a bare run of the same character, at least as long, closes a fence.
+    stripped = line.strip(" \t")
+    return len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
+
+
+def _add_sentences(doc: _Document, index: int, section: str, block: list[str]) -> None:
+    # A list item is its own statement; other lines of a block wrap one paragraph.
+    items: list[str] = []
+    for line in block:
+        stripped = _LINE_MARKER.sub("", line)
+        if _LIST_ITEM.match(line) or not items:
+            items.append(stripped)
+        else:
+            items[-1] += " " + stripped
+    for item in items:
+        for piece in _SENTENCE_END.split(_one_line(item)):
+            if words := _words(piece):
+                order = len(doc.sentences)
+                doc.sentences.append(_Sentence(piece, words, index, section, order))
+
+
+def _score(sentences: list[_Sentence], frequencies: Counter[str], focus: set[str]) -> None:
+    top = max(frequencies.values(), default=1)
+    for s in sentences:
+        terms = {w for w in s.words if _is_term(w)}
+        weight = sum(frequencies[w] for w in terms) / top
+        # Divide by the root of the length so long sentences do not win by size alone.
+        score = weight / math.sqrt(len(s.words))
+        if len(s.words) < MIN_SENTENCE_WORDS:
+            score *= 0.25
+        if focus:
+            score *= 1 + 0.5 * len(terms & focus)
+        s.score = score
+
+
+def _ranked(sentences: list[_Sentence]) -> list[_Sentence]:
+    return sorted(sentences, key=lambda s: (-s.score, s.doc, s.order))
+
+
+def _in_order(sentences: list[_Sentence]) -> list[_Sentence]:
+    return sorted(sentences, key=lambda s: (s.doc, s.order))
+
+
+def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
+    count = min(5, max(3, len(sentences) // 6))
+    return _in_order(_ranked(sentences)[:count])
+
+
+def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_Sentence]:
+    used = {id(s) for s in summary}
+    rest = [s for s in _ranked(sentences) if id(s) not in used]
+    # One point per section first, so the points cover the document, not one passage.
+    chosen: list[_Sentence] = []
+    seen: set[tuple[int, str]] = set()
+    for s in rest:
+        if (s.doc, s.section) not in seen and len(chosen) < KEY_POINTS:
+            seen.add((s.doc, s.section))
+            chosen.append(s)
+    for s in rest:
+        if len(chosen) >= KEY_POINTS:
+            break
+        if all(s is not c for c in chosen):
+            chosen.append(s)
+    return _in_order(chosen)
+
+
+def _sentence(s: _Sentence) -> str:
+    return _escape(_cut(s.text, SENTENCE_CHARS))
+
+
+def _title(docs: list[_Document]) -> str:
+    if not docs:
+        return "Analysis report"
+    if len(docs) == 1:
+        doc = docs[0]
+        title = doc.headings[0].text if doc.headings else doc.first_line or doc.name
+        return _cut(title, TITLE_CHARS)
+    # Several documents: a heading names one best, else its file name (a first line
+    # of plain text is usually the start of a sentence).
+    names = "; ".join(d.headings[0].text if d.headings else d.name for d in docs)
+    return _cut(f"Analysis of {len(docs)} documents: {names}", TITLE_CHARS)
+
+
+def _summary_text(summary: list[_Sentence], docs: list[_Document]) -> str:
+    if summary:
+        return " ".join(_sentence(s) for s in summary)
+    words = sum(d.words for d in docs)
+    return (
+        f"The {'documents contain' if len(docs) > 1 else 'document contains'} {words} "
+        "words but no running sentences to summarise; the structure below lists what was found."
+    )
+
+
+def _points_text(points: list[_Sentence], docs: list[_Document]) -> str:
+    if not points:
+        return "- The summary above already covers every sentence in the text."
+    lines = []
+    for s in points:
+        # Say where the point comes from: its section, else its document when there are several.
+        where = s.section or (docs[s.doc].name if len(docs) > 1 else "")
+        label = f"**{_escape(_cut(where, HEADING_CHARS))}:** " if where else ""
+        lines.append(f"- {label}{_sentence(s)}")
+    return "\n".join(lines)
+
+
+def _terms_text(frequencies: Counter[str]) -> str:
+    terms = sorted(frequencies.items(), key=lambda item: (-item[1], item[0]))[:KEY_TERMS]
+    if not terms:
+        return "No recurring terms stand out: the text is too short or made of common words."
+    rows = [f"| {_escape(term)} | {count} |" for term, count in terms]
+    return "\n".join(["| Term | Count |", "| --- | ---: |", *rows])
+
+
+def _structure_text(docs: list[_Document]) -> str:
+    if not docs:
+        return "- No documents were given."
+    lines = []
+    for doc in docs:
+        headings = doc.headings
+        lines.append(
+            f"- **{_escape(_cut(doc.name, NAME_CHARS))}**: {_count(doc.words, 'word')}, "
+            f"{_count(doc.paragraphs, 'paragraph')}, "
+            f"{_count(len(headings), 'heading') if headings else 'no headings'}"
+        )
+        lines.extend(_heading_tree(headings, max(3, MAX_HEADINGS_LISTED // len(docs))))
+    return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _heading_tree(headings: list[_Heading], limit: int) -> list[str]:
+    lines = []
+    top = min((h.level for h in headings), default=1)
+    depth = 0
+    for h in headings[:limit]:
+        # Nest at most one level deeper than the previous heading: a jump from h1 to h4
+        # indented in full would turn into an indented code block.
+        depth = min(h.level - top, depth + 1)
+        lines.append(f"{'  ' * (depth + 1)}- {_escape(_cut(h.text, HEADING_CHARS))}")
+    if len(headings) > limit:
+        lines.append(f"  - … and {len(headings) - limit} more")
+    return lines
+
+
+def _instructions_text(instructions: str, focus: set[str], summary: list[_Sentence]) -> str:
+    quoted = instructions[:INSTRUCTIONS_CHARS]
+    # A fence longer than any backtick run inside keeps the instructions literal text.
+    longest = max((len(run) for run in re.findall(r"`+", quoted)), default=0)
+    fence = "`" * max(3, longest + 1)
+    parts = [f"{fence}text\n{quoted}\n{fence}"]
+    if len(instructions) > INSTRUCTIONS_CHARS:
+        parts.append(f"(Shown cut to their first {INSTRUCTIONS_CHARS} characters.)")
+    matched = sorted({w for s in summary for w in s.words} & focus)
+    if matched:
+        hits = sum(1 for s in summary if focus & set(s.words))
+        parts.append(
+            "How they were taken into account: sentences sharing words with the instructions "
+            f"were ranked higher for the summary and the key points. {hits} of the "
+            f"{len(summary)} summary sentences mention {_escape(', '.join(matched[:10]))}."
+        )
+    elif focus:
+        parts.append(
+            "How they were taken into account: sentences sharing words with the instructions "
+            "would have been ranked higher, but none of their key words appear in the "
+            "documents, so the summary follows the documents' own emphasis."
+        )
+    else:
+        parts.append(
+            "How they were taken into account: the instructions contain no key words to match "
+            "against the documents, so the summary follows the documents' own emphasis."
+        )
+    return "\n\n".join(parts)

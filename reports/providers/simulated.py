@@ -1,0 +1,150 @@
+"""A provider that needs no network: streams `write_report`'s text at a model's pace.
+
+Scenarios (SPEC §6) make it misbehave on purpose, for demos and tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections.abc import AsyncIterator
+
+from reports.clock import Clock
+from reports.providers import SCENARIOS
+from reports.providers.base import (
+    Completed,
+    GenerationRequest,
+    Heartbeat,
+    Provider,
+    ProviderError,
+    Retry,
+    StreamItem,
+    TextDelta,
+    Usage,
+)
+from reports.providers.report_writer import write_report
+
+HEARTBEAT_S = 1.0
+SLOW_TTFT_S = 3.0
+SLOW_TOKENS_PER_S = 10.0
+ERROR_AT = 0.3  # share of the report sent before the "error" scenario disconnects
+TRUNCATE_AT = 0.4  # share of the report sent before the "truncated" scenario ends
+# Float sums of due times land a hair short of the due time; that is "on time".
+_EPSILON = 1e-9
+
+# About four characters a token, with the whitespace before it attached, so that
+# "".join(tokens) gives back the text exactly.
+_TOKEN = re.compile(r"\s*\S{1,4}|\s+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def estimate_tokens(chars: int) -> int:
+    return math.ceil(chars / 4)
+
+
+def _unstructured(report: str) -> str:
+    # The "invalid" scenario: a model that ignored the format; no heading survives.
+    return re.sub(r"^#{1,6}[ \t]+", "", report, flags=re.MULTILINE)
+
+
+class SimulatedProvider(Provider):
+    name = "simulated"
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        ttft_s: float = 0.45,
+        tokens_per_s: float = 60.0,
+        **options,
+    ) -> None:
+        if ttft_s < 0 or tokens_per_s <= 0:
+            raise ValueError("ttft_s must be >= 0 and tokens_per_s > 0.")
+        super().__init__(clock=clock, ttft_s=ttft_s, tokens_per_s=tokens_per_s, **options)
+        self.ttft_s = float(ttft_s)
+        self.tokens_per_s = float(tokens_per_s)
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        scenario = request.scenario or "ok"
+        if scenario not in SCENARIOS:
+            raise ProviderError(
+                "provider_rejected",
+                f"The simulated provider has no scenario {scenario!r}.",
+                status_code=400,
+            )
+        if scenario == "rate_limited" and request.attempt_number == 1:
+            raise ProviderError(
+                "rate_limited",
+                "The provider asked us to wait 2 s.",
+                retry=Retry.RETRYABLE,
+                retry_after_s=2,
+                status_code=429,
+            )
+        start = self.clock.monotonic()
+        # The provider has answered (as response headers would say); text comes later.
+        yield Heartbeat()
+        if scenario == "stall":
+            while True:
+                await self.clock.sleep(HEARTBEAT_S)
+                yield Heartbeat()
+
+        ttft, rate = self.ttft_s, self.tokens_per_s
+        if scenario == "slow":
+            ttft, rate = SLOW_TTFT_S, SLOW_TOKENS_PER_S
+        text = ""
+        if scenario != "empty":
+            # Off the event loop: a 200,000-character document takes a noticeable moment.
+            text = await asyncio.to_thread(write_report, request.documents, request.instructions)
+        if scenario == "invalid":
+            text = _unstructured(text)
+        tokens = tokenize(text)
+        finish_reason = "stop"
+        if len(tokens) > request.max_output_tokens:
+            tokens, finish_reason = tokens[: request.max_output_tokens], "length"
+        if scenario == "error":
+            tokens = tokens[: max(1, int(len(tokens) * ERROR_AT))]
+        elif scenario == "truncated":
+            tokens = tokens[: max(1, int(len(tokens) * TRUNCATE_AT))]
+
+        first_due = start + ttft
+        while await self._nap_until(first_due):
+            yield Heartbeat()
+        # Each token has a due time from one start, so oversleeping (a busy loop, a
+        # coarse timer) is caught up by sending every token already due, not by drifting.
+        for index, token in enumerate(tokens):
+            due = first_due + index / rate
+            while await self._nap_until(due):
+                yield Heartbeat()
+            yield TextDelta(token)
+
+        if scenario == "error":
+            raise ProviderError(
+                "provider_error",
+                "The provider closed the connection mid-stream.",
+                retry=Retry.RETRYABLE,
+            )
+        if scenario == "truncated":
+            return
+        input_chars = sum(len(d.text) for d in request.documents) + len(request.instructions)
+        yield Completed(
+            finish_reason,
+            Usage(
+                input_tokens=estimate_tokens(input_chars),
+                output_tokens=estimate_tokens(sum(len(t) for t in tokens)),
+                cached_tokens=None,
+                source="estimate",
+            ),
+            request_id=f"sim-{request.task_id[:8]}-{request.attempt_number}",
+        )
+
+    async def _nap_until(self, due: float) -> bool:
+        """Sleep towards `due`, at most one heartbeat long; say whether it is still ahead."""
+        left = due - self.clock.monotonic()
+        if left <= _EPSILON:
+            return False
+        await self.clock.sleep(min(left, HEARTBEAT_S))
+        return due - self.clock.monotonic() > _EPSILON

@@ -1,0 +1,95 @@
+"""Markdown to safe HTML for the finished report (rendered once, server side)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from html import escape
+from urllib.parse import unquote
+
+import nh3
+from markdown_it import MarkdownIt
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
+
+LINK_REL = "nofollow noopener noreferrer"
+ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})
+
+_SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):")
+# Browsers drop these anywhere in a URL, so "java\tscript:" must be read as "javascript:".
+_IGNORED_IN_URL = re.compile(r"[\x00-\x20\x7f]")
+
+_TAGS = {
+    "a", "blockquote", "br", "code", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "img",
+    "li", "ol", "p", "pre", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul",
+}  # fmt: skip
+_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "img": {"src", "alt", "title"},
+    "ol": {"start"},
+    "th": {"style"},
+    "td": {"style"},
+}
+
+
+def _plain_url(url: str) -> str:
+    # Links arrive percent-encoded; judge them decoded, the strictest reading.
+    return _IGNORED_IN_URL.sub("", unquote(url))
+
+
+def _scheme(url: str) -> str | None:
+    match = _SCHEME.match(_plain_url(url).lower())
+    return match.group(1) if match else None
+
+
+def is_safe_link(url: str) -> bool:
+    """Allow http, https, mailto and relative or fragment links; nothing else."""
+    scheme = _scheme(url)
+    return scheme is None or scheme in ALLOWED_SCHEMES
+
+
+def is_same_origin(url: str) -> bool:
+    """Is this a relative URL that stays on our host (no scheme, no `//host`)?"""
+    # Browsers read a backslash as a slash, so "/\evil.example" is a foreign host too.
+    return _scheme(url) is None and not re.match(r"^[/\\]{2}", _plain_url(url))
+
+
+def _render_link_open(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    tokens[idx].attrSet("rel", LINK_REL)
+    return self.renderToken(tokens, idx, options, env)
+
+
+def _render_image(
+    self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType
+) -> str:
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    src = str(token.attrGet("src") or "")
+    if not src or not is_same_origin(src):
+        # A foreign image would leak the reader's address to its host: show its alt text.
+        return escape(alt)
+    token.attrSet("alt", alt)
+    return self.renderToken(tokens, idx, options, env)
+
+
+_md = MarkdownIt("commonmark", {"html": False}).enable("table")
+_md.validateLink = is_safe_link  # type: ignore[method-assign]
+_md.add_render_rule("link_open", _render_link_open)
+_md.add_render_rule("image", _render_image)
+
+
+def render_markdown(text: str) -> str:
+    """Render report Markdown to HTML that is safe to put in the page."""
+    html = _md.render(text)
+    # Second line of defence: whatever the renderer let through, only these tags survive.
+    return nh3.clean(
+        html,
+        tags=_TAGS,
+        attributes=_ATTRIBUTES,
+        url_schemes=set(ALLOWED_SCHEMES),
+        link_rel=LINK_REL,
+        filter_style_properties={"text-align"},
+    )

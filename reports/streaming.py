@@ -1,0 +1,91 @@
+"""Follow a task's events in order, with no gap and no repeat, whatever the layer drops.
+
+The event table is the truth and the channel layer only a wake-up: a follower joins
+the task's group first, then reads persisted events after its cursor; a live message
+that is exactly the next event is passed on as it is, anything else sends it back to
+the table. With no message for a while it reads the table anyway, so a worker in
+another process is followed even when the configured layer cannot reach it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async as db
+from channels.layers import get_channel_layer
+from django.conf import settings
+
+from reports.broadcast import group_name
+from reports.models import TERMINAL, Event, Task, TaskEvent
+
+TERMINAL_EVENTS = frozenset(TERMINAL)
+
+
+def events_after(task_id, after: int) -> tuple[list[Event], bool]:
+    """Return the persisted events after seq `after`, and whether the task has ended."""
+    events = [e.as_event() for e in TaskEvent.objects.filter(task_id=task_id, seq__gt=after)]
+    ended = Task.objects.filter(pk=task_id, status__in=TERMINAL).exists()
+    return events, ended
+
+
+class Follower:
+    """Yield a task's events after a cursor; yield None when idle (for keep-alives)."""
+
+    def __init__(self, task_id, after: int, *, idle_s: float | None = None) -> None:
+        self.task_id = task_id
+        self.last_seq = after
+        self.idle_s = idle_s if idle_s is not None else settings.REPORTS_POLL_S
+        self.layer = get_channel_layer()
+        self.channel: str | None = None
+        self.finished = False
+
+    async def __aenter__(self) -> Follower:
+        if self.layer is not None:
+            self.channel = await self.layer.new_channel()
+            await self.layer.group_add(group_name(self.task_id), self.channel)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        if self.channel is not None:
+            await self.layer.group_discard(group_name(self.task_id), self.channel)
+
+    def _take(self, event: Event) -> Event:
+        self.last_seq = event.seq
+        if event.type in TERMINAL_EVENTS:
+            self.finished = True
+        return event
+
+    async def events(self) -> AsyncIterator[Event | None]:
+        while not self.finished:
+            stored, ended = await db(events_after)(self.task_id, self.last_seq)
+            for event in stored:
+                yield self._take(event)
+                if self.finished:
+                    return
+            if ended:
+                return  # a finished task with nothing left to send
+            async for live in self._wait_live():
+                yield live
+
+    async def _wait_live(self) -> AsyncIterator[Event | None]:
+        """Yield live events while they come in order; return to re-read the table."""
+        while not self.finished:
+            message = await self._receive()
+            if message is None:
+                yield None
+                return
+            if message["seq"] <= self.last_seq:
+                continue  # already sent
+            if message["seq"] != self.last_seq + 1:
+                return  # a gap: the table fills it
+            yield self._take(Event(self.task_id, message["seq"], message["event"], message["data"]))
+
+    async def _receive(self) -> dict | None:
+        if self.channel is None:
+            await asyncio.sleep(self.idle_s)
+            return None
+        try:
+            return await asyncio.wait_for(self.layer.receive(self.channel), self.idle_s)
+        except TimeoutError:
+            return None

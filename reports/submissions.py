@@ -1,0 +1,233 @@
+"""Turning an upload into a queued task: checks, idempotency, admission control.
+
+Everything that can reject a submission does so before anything is stored, so a
+rejected upload leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from reports import notify, storage
+from reports.auth import ApiError
+from reports.models import Document, Lane, Status, Task
+from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
+from reports.parsers.base import InvalidContent, UnsupportedContent
+from reports.providers import SCENARIOS
+
+MB = 1024 * 1024
+IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+
+
+@dataclass(frozen=True)
+class Upload:
+    name: str
+    extension: str
+    data: bytes
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Submission:
+    uploads: tuple[Upload, ...]
+    instructions: str
+    scenario: str
+    idempotency_key: str | None
+
+    @property
+    def fingerprint(self) -> str:
+        """Return the digest of what an idempotency key is bound to (SPEC §3)."""
+        digest = hashlib.sha256()
+        for upload in self.uploads:
+            digest.update(len(upload.data).to_bytes(8, "big"))
+            digest.update(upload.data)
+        for text in (self.instructions, self.scenario):
+            encoded = text.encode()
+            digest.update(len(encoded).to_bytes(8, "big"))
+            digest.update(encoded)
+        return digest.hexdigest()
+
+
+def check_request_size(request) -> None:
+    """Refuse an oversized request from its Content-Length, before reading the body."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise ApiError(400, "invalid_request", "Content-Length is not a number.") from None
+    if length > settings.REPORTS_MAX_REQUEST_MB * MB:
+        raise ApiError(
+            413,
+            "file_too_large",
+            f"The upload is over the limit of {settings.REPORTS_MAX_REQUEST_MB:g} MB a request.",
+        )
+
+
+def read_submission(request) -> Submission:
+    """Return the checked submission of a POST /api/tasks, or raise ApiError."""
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+        raise ApiError(
+            400, "invalid_request", "Idempotency-Key must be 1 to 255 printable ASCII characters."
+        )
+    files = request.FILES.getlist("files")
+    if not files:
+        raise ApiError(400, "invalid_request", "Choose at least one file to upload.")
+    if len(files) > settings.REPORTS_MAX_FILES:
+        raise ApiError(
+            413, "file_too_large", f"At most {settings.REPORTS_MAX_FILES} files per request."
+        )
+    instructions = request.POST.get("instructions", "").strip()
+    if len(instructions) > settings.REPORTS_MAX_INSTRUCTIONS_CHARS:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"Instructions are limited to {settings.REPORTS_MAX_INSTRUCTIONS_CHARS} characters.",
+        )
+    scenario = request.POST.get("scenario", "").strip() or "ok"
+    if scenario != "ok" and not settings.REPORTS_ALLOW_SCENARIOS:
+        raise ApiError(400, "invalid_request", "Scenarios are not enabled on this server.")
+    if scenario not in SCENARIOS:
+        raise ApiError(
+            400, "invalid_request", f"Unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}."
+        )
+    uploads = tuple(_checked_upload(f) for f in files)
+    total = sum(len(u.data) for u in uploads)
+    if total > settings.REPORTS_MAX_REQUEST_MB * MB:
+        raise ApiError(
+            413,
+            "file_too_large",
+            f"The files add up to more than {settings.REPORTS_MAX_REQUEST_MB:g} MB.",
+        )
+    return Submission(uploads, instructions, scenario, key)
+
+
+def _checked_upload(file) -> Upload:
+    name = display_name(file.name or "")
+    if file.size > settings.REPORTS_MAX_FILE_MB * MB:
+        raise ApiError(
+            413,
+            "file_too_large",
+            f"{name} is over the limit of {settings.REPORTS_MAX_FILE_MB:g} MB a file.",
+        )
+    extension = PurePath(name).suffix.lower()
+    parser = parser_for(name)
+    if parser is None:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"{name}: only {' '.join(SUPPORTED_EXTENSIONS)} files are accepted.",
+        )
+    data = file.read()
+    if not data.strip():
+        raise ApiError(400, "invalid_request", f"{name} is empty.")
+    try:
+        parser.check(data)
+    except UnsupportedContent as exc:
+        raise ApiError(415, "unsupported_media_type", f"{name}: {exc}") from None
+    except InvalidContent as exc:
+        raise ApiError(400, "invalid_request", f"{name}: {exc}") from None
+    return Upload(name, extension, data)
+
+
+def display_name(raw: str) -> str:
+    """Return the file's own name: no path parts, no control characters, not too long."""
+    name = raw.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable()).strip() or "upload"
+    if len(name) > 200:
+        stem, dot, ext = name.rpartition(".")
+        name = (stem[:190] + "…" + dot + ext) if dot and len(ext) <= 8 else name[:200]
+    return name
+
+
+def submit(user, submission: Submission) -> tuple[Task, bool]:
+    """Create the task, or find the one this idempotency key already made.
+
+    Return (task, replayed). The key is bound in the same transaction that creates
+    the task, so concurrent duplicates make one task: the loser of the race sees the
+    winner's row and replays it.
+    """
+    existing = _replay(user, submission)
+    if existing is not None:
+        return existing, True
+    _admit()
+    names = [storage.save_upload(u.data) for u in submission.uploads]
+    try:
+        with transaction.atomic():
+            task = _create(user, submission, names)
+    except IntegrityError:
+        storage.delete_uploads(names)
+        existing = _replay(user, submission)
+        if existing is None:
+            raise
+        return existing, True
+    except BaseException:
+        storage.delete_uploads(names)
+        raise
+    transaction.on_commit(lambda: notify.notify(notify.NEW_TASK))
+    return task, False
+
+
+def _replay(user, submission: Submission) -> Task | None:
+    if submission.idempotency_key is None:
+        return None
+    task = Task.objects.filter(owner=user, idempotency_key=submission.idempotency_key).first()
+    if task is not None and task.content_sha256 != submission.fingerprint:
+        raise ApiError(
+            422,
+            "idempotency_key_reused",
+            "This Idempotency-Key was already used for a different upload.",
+        )
+    return task
+
+
+def _admit() -> None:
+    queued = Task.objects.filter(status=Status.QUEUED).count()
+    if queued >= settings.REPORTS_QUEUE_LIMIT:
+        raise ApiError(
+            429,
+            "queue_full",
+            "Too many reports are waiting; try again shortly.",
+            {"Retry-After": str(retry_after_s(queued))},
+        )
+
+
+def retry_after_s(queued: int) -> int:
+    """Return a wait long enough for the queue to drain below its limit, roughly."""
+    slots = max(1, settings.REPORTS_MAX_RUNNING)
+    excess = queued - settings.REPORTS_QUEUE_LIMIT + 1
+    return max(5, min(300, 10 * excess // slots))
+
+
+def _create(user, submission: Submission, storage_names: list[str]) -> Task:
+    size = sum(len(u.data) for u in submission.uploads)
+    task = Task.objects.create(
+        owner=user,
+        lane=Lane.LONG if size > settings.REPORTS_LONG_LANE_BYTES else Lane.SHORT,
+        instructions=submission.instructions,
+        scenario=submission.scenario,
+        idempotency_key=submission.idempotency_key,
+        content_sha256=submission.fingerprint,
+        input_bytes=size,
+    )
+    Document.objects.bulk_create(
+        Document(
+            task=task,
+            position=i,
+            name=u.name,
+            extension=u.extension,
+            storage_name=name,
+            size=len(u.data),
+            sha256=u.sha256,
+        )
+        for i, (u, name) in enumerate(zip(submission.uploads, storage_names, strict=True))
+    )
+    return task

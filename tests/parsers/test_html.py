@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import pytest
+
+from reports.parsers import InvalidContent, ParseError, UnsupportedContent
+from reports.parsers.html import HtmlParser, html_to_text
+
+parser = HtmlParser()
+
+
+def test_script_style_and_other_hidden_content_is_left_out() -> None:
+    html = b"""<!doctype html><html><head><title>Tab title</title>
+    <style>p { color: red }</style><script>var x = "<p>in script</p>";</script></head>
+    <body><p>Visible</p><script>alert("no")</script><style>.x{}</style>
+    <template><p>in template</p></template><noscript>enable scripts</noscript></body></html>"""
+
+    text = parser.extract(html)
+
+    assert text == "Visible"
+
+
+def test_blocks_become_lines_and_headings_markdown_headings() -> None:
+    html = """<h1>Main   title</h1><p>First &amp; <b>bold</b>
+    paragraph.</p><div>a<br>b</div><h3>Sub</h3><ul><li>one</li><li><p>two</p></li></ul>
+    <table><tr><th>A</th><th>B</th></tr><tr><td>1</td><td>2</td></tr></table>"""
+
+    assert html_to_text(html) == (
+        "# Main title\n\nFirst & bold paragraph.\n\na\nb\n\n### Sub\n\n- one\n- two\n\nA | B\n1 | 2"
+    )
+
+
+def test_runs_of_blank_lines_collapse_and_empty_headings_vanish() -> None:
+    html = "<p>one</p><div></div><p></p><h2> </h2><br><br><br><p>two</p><ul><li></li></ul>"
+
+    assert html_to_text(html) == "one\n\ntwo"
+
+
+def test_preformatted_text_keeps_its_layout() -> None:
+    assert html_to_text("<pre>def f():\n    return 1</pre>") == "def f():\n    return 1"
+
+
+def test_body_content_after_an_unclosed_head_is_kept() -> None:
+    assert html_to_text("<html><head><title>T</title><p>Body text") == "Body text"
+
+
+def test_plain_text_is_acceptable_html() -> None:
+    parser.check(b"Just some text, no markup at all.")
+
+    # As in a browser, line breaks in text outside <pre> are mere spaces.
+    assert parser.extract(b"Some text.\n\nTwo paragraphs.") == "Some text. Two paragraphs."
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        b"<html><body><script>x()</script> &nbsp; </body></html>",
+        b"<html><head><title>Title only</title></head><body></body></html>",
+        b"<!-- a comment -->",
+    ],
+)
+def test_a_page_without_visible_text_is_invalid(html: bytes) -> None:
+    with pytest.raises(InvalidContent, match="no visible text"):
+        parser.check(html)
+    with pytest.raises(ParseError, match="no visible text"):
+        parser.extract(html)
+
+
+def test_latin1_html_is_decoded() -> None:
+    html = "<p>Café crème brûlée à la façon de Noël</p>".encode("latin-1")
+
+    parser.check(html)
+    assert parser.extract(html) == "Café crème brûlée à la façon de Noël"
+
+
+def test_binary_named_html_is_unsupported() -> None:
+    with pytest.raises(UnsupportedContent):
+        parser.check(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+
+
+def test_check_finds_text_far_into_a_large_page() -> None:
+    html = b"<div></div>" * 25_000 + b"<p>late text</p>"
+
+    parser.check(html)
+    assert parser.extract(html) == "late text"
+
+
+def test_check_stays_fast_on_a_large_page_and_the_parse_stage_decides() -> None:
+    # Past its parse limit, the check counts anything outside a tag; extract parses it all.
+    html = b"<div></div>" * 25_000 + b"<script>not visible</script>"
+
+    parser.check(html)
+    with pytest.raises(ParseError, match="no visible text"):
+        parser.extract(html)
+
+
+def test_a_large_page_of_tags_alone_is_invalid() -> None:
+    with pytest.raises(InvalidContent, match="no visible text"):
+        parser.check(b"<div></div>" * 25_000)

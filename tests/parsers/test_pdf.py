@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+
+from reports.parsers import InvalidContent, ParseError, UnsupportedContent
+from reports.parsers.pdf import PdfParser
+from tests.parsers import samples
+
+parser = PdfParser()
+
+
+def test_pages_are_joined_with_blank_lines() -> None:
+    pdf = samples.text_pdf("Page one\nsecond line", "Page two (café)")
+
+    assert parser.extract(pdf) == "Page one\nsecond line\n\nPage two (café)"
+
+
+def test_a_signature_after_some_leading_bytes_is_accepted() -> None:
+    pdf = b"\r\n" * 100 + samples.text_pdf("Late header")
+
+    parser.check(pdf)
+    assert parser.extract(pdf) == "Late header"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [samples.PNG, b"plain text that is not a PDF", b"x" * 1024 + b"%PDF-1.4"],
+    ids=["png", "text", "signature-too-late"],
+)
+def test_anything_without_the_signature_is_unsupported(data: bytes) -> None:
+    with pytest.raises(UnsupportedContent, match="not a PDF"):
+        parser.check(data)
+
+
+def test_an_empty_file_is_invalid() -> None:
+    with pytest.raises(InvalidContent, match="empty"):
+        parser.check(b"")
+
+
+def test_a_password_protected_pdf_cannot_be_parsed() -> None:
+    pdf = samples.encrypted_pdf(samples.text_pdf("Secret text"), user_password="secret")
+
+    parser.check(pdf)
+    with pytest.raises(ParseError, match="password-protected"):
+        parser.extract(pdf)
+
+
+def test_a_pdf_encrypted_only_against_editing_is_read() -> None:
+    pdf = samples.encrypted_pdf(samples.text_pdf("Readable text"), user_password="")
+
+    assert parser.extract(pdf) == "Readable text"
+
+
+@pytest.mark.parametrize("pdf", [samples.image_pdf(), samples.blank_pdf()], ids=["image", "blank"])
+def test_a_pdf_without_a_text_layer_cannot_be_parsed(pdf: bytes) -> None:
+    parser.check(pdf)
+    with pytest.raises(ParseError, match="no text layer"):
+        parser.extract(pdf)
+
+
+@pytest.mark.parametrize(
+    "pdf",
+    [
+        b"%PDF-1.4\n",
+        b"%PDF-1.4\n1 0 obj << /Type /Catalog /Pages 9 0 R >> endobj\ntrailer << /Root 1 0 R >>",
+        samples.text_pdf("Cut short")[:200],
+    ],
+    ids=["header-only", "dangling-reference", "truncated"],
+)
+def test_a_damaged_pdf_is_a_parse_error_with_a_plain_message(pdf: bytes) -> None:
+    with pytest.raises(ParseError, match=r"could not be read|no text layer"):
+        parser.extract(pdf)

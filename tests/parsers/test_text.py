@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import codecs
+import random
+
+import pytest
+
+from reports.parsers import InvalidContent, ParseError, UnsupportedContent
+from reports.parsers.text import TextParser, decode_text
+
+parser = TextParser()
+
+
+@pytest.mark.parametrize(
+    ("text", "encoding"),
+    [
+        ("Café crème brûlée à la façon de Noël", "latin-1"),
+        ("Le café est très chaud. Où est la crème brûlée? Voilà, ça marche.\n" * 5, "latin-1"),
+        ("Grüße aus München. Die Straße ist schön, über alles.\n" * 3, "latin-1"),
+        ("“Smart quotes” \u2013 and a euro € sign, naïve café", "cp1252"),
+        ("Привет, мир! Это тестовый документ на русском языке.\n" * 3, "cp1251"),
+    ],
+    ids=["latin1-short", "latin1-long", "latin1-german", "cp1252", "cp1251"],
+)
+def test_legacy_encodings_are_decoded(text: str, encoding: str) -> None:
+    data = text.encode(encoding)
+
+    parser.check(data)
+    assert parser.extract(data) == text
+
+
+@pytest.mark.parametrize(
+    "encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"]
+)
+def test_utf16_and_utf32_with_a_bom_are_decoded(encoding: str) -> None:
+    text = "Unicode — ünïcödé — 统一码\nsecond line"
+    bom = b"" if encoding in ("utf-16", "utf-32") else _bom(encoding)
+
+    data = bom + text.encode(encoding)
+
+    parser.check(data)
+    assert parser.extract(data) == text
+
+
+def _bom(encoding: str) -> bytes:
+    return {
+        "utf-16-le": codecs.BOM_UTF16_LE,
+        "utf-16-be": codecs.BOM_UTF16_BE,
+        "utf-32-le": codecs.BOM_UTF32_LE,
+        "utf-32-be": codecs.BOM_UTF32_BE,
+    }[encoding]
+
+
+def test_the_utf8_bom_is_dropped() -> None:
+    assert decode_text(codecs.BOM_UTF8 + b"hello") == "hello"
+
+
+def test_newlines_are_normalised_and_nul_characters_dropped() -> None:
+    data = "one\r\ntwo\rthree\x00\nfour".encode("utf-16")
+
+    assert parser.extract(data) == "one\ntwo\nthree\nfour"
+
+
+def test_undecodable_bytes_are_not_readable_text() -> None:
+    noise = random.Random(1).randbytes(4000).replace(b"\x00", b"\x01")
+
+    with pytest.raises(InvalidContent, match="not readable text"):
+        parser.check(noise)
+    with pytest.raises(ParseError, match="not readable text"):
+        parser.extract(noise)
+
+
+def test_a_broken_utf16_file_is_not_readable_text() -> None:
+    with pytest.raises(InvalidContent, match="not readable text"):
+        parser.check(codecs.BOM_UTF16_LE + b"a\x00\x00\xdc")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"text with a \x00 NUL byte", b"%PDF-1.7\n1 0 obj", b"PK\x03\x04\x14\x00"],
+    ids=["nul", "pdf", "zip"],
+)
+def test_binary_content_is_unsupported(data: bytes) -> None:
+    with pytest.raises(UnsupportedContent):
+        parser.check(data)
+
+
+def test_whitespace_in_utf16_is_still_empty() -> None:
+    with pytest.raises(InvalidContent, match="empty"):
+        parser.check(" \n\t ".encode("utf-16"))
+
+
+def test_markdown_is_returned_as_written() -> None:
+    markdown = "# Title\n\n    indented code\n\n- item\n"
+
+    assert parser.extract(markdown.encode()) == markdown

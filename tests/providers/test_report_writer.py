@@ -1,0 +1,206 @@
+"""The extractive report: real content from the documents, always a valid report."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reports.providers.base import SourceDocument
+from reports.providers.report_writer import write_report
+from reports.rendering import render_markdown
+from reports.validation import validate_report
+
+SAMPLE = (Path(__file__).parent.parent / "fixtures" / "sample_article.md").read_text()
+ARTICLE = SourceDocument("sample_article.md", SAMPLE)
+HEADINGS = [
+    "Street Trees and the Urban Heat Island",
+    "Why the heat matters",
+    "How street trees cool a city",
+    "Planning and maintenance",
+    "Conclusion",
+]
+
+
+def sections(report: str) -> dict[str, str]:
+    """Split a report into its level-2 sections, by name."""
+    parts = re.split(r"^## (.+)$", report, flags=re.MULTILINE)
+    return {name: body.strip() for name, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_article_report_has_every_section_from_the_text():
+    report = write_report([ARTICLE], "")
+    assert validate_report(report, max_kb=200) == []
+    assert report.startswith("# Street Trees and the Urban Heat Island\n")
+    parts = sections(report)
+    assert list(parts) == ["Summary", "Key points", "Key terms", "Document structure"]
+
+    source = flat(SAMPLE)
+    summary = re.split(r"(?<=\.) ", parts["Summary"])
+    assert 3 <= len(summary) <= 5
+    assert all(sentence in source for sentence in summary)
+
+    points = [line.removeprefix("- ") for line in parts["Key points"].splitlines()]
+    assert points
+    for point in points:
+        sentence = re.sub(r"^\*\*.+?:\*\* ", "", point)
+        assert sentence in source
+        assert sentence not in summary
+
+    terms = parts["Key terms"]
+    assert "| Term | Count |" in terms
+    assert "| heat |" in terms
+    assert "| trees |" in terms
+    assert "| the |" not in terms  # stop words are not terms
+
+    structure = parts["Document structure"]
+    assert "sample\\_article.md" in structure
+    assert re.search(r"\d{3} words, 7 paragraphs, 5 headings", structure)
+    assert f"  - {HEADINGS[0]}" in structure
+    for heading in HEADINGS[1:]:
+        assert f"    - {heading}" in structure  # nested under the title
+    assert "## Your instructions" not in report
+
+
+def test_the_same_input_gives_the_same_report():
+    assert write_report([ARTICLE], "costs") == write_report([ARTICLE], "costs")
+
+
+def test_a_one_line_document():
+    report = write_report([SourceDocument("note.txt", "Budgets are due on Friday.")], "")
+    assert validate_report(report, max_kb=200) == []
+    assert report.startswith("# Budgets are due on Friday.\n")
+    assert "Budgets are due on Friday." in sections(report)["Summary"]
+
+
+def test_without_a_heading_the_title_is_the_first_line_cut_short():
+    first = "This opening line runs on " + "and on " * 30 + "until it ends."
+    report = write_report([SourceDocument("long.txt", first + "\n\nSecond paragraph here.")], "")
+    title = report.splitlines()[0].removeprefix("# ")
+    assert title.startswith("This opening line runs on")
+    assert title.endswith("…")
+    assert len(title) <= 81
+
+
+def test_two_documents():
+    other = SourceDocument(
+        "budget.txt",
+        "Council budget 2025\n\nThe council will spend more on parks. Tree planting costs rise.",
+    )
+    report = write_report([ARTICLE, other], "")
+    assert validate_report(report, max_kb=200) == []
+    title = report.splitlines()[0]
+    assert title == "# Analysis of 2 documents: Street Trees and the Urban Heat Island; budget.txt"
+    assert len(title) <= 2 + 81
+    structure = sections(report)["Document structure"]
+    assert "**sample\\_article.md**" in structure
+    assert "**budget.txt**" in structure
+    assert "no headings" in structure
+
+
+def test_instructions_are_quoted_and_shape_the_summary():
+    instructions = "Focus on hospital admissions and older residents."
+    plain = sections(write_report([ARTICLE], ""))["Summary"]
+    report = write_report([ARTICLE], instructions)
+    assert validate_report(report, max_kb=200) == []
+    parts = sections(report)
+    assert "hospital admissions" not in plain
+    assert "hospital admissions rise sharply" in parts["Summary"]
+    quoted = parts["Your instructions"]
+    assert f"```text\n{instructions}\n```" in quoted
+    assert "ranked higher" in quoted
+    assert "hospital" in quoted
+
+
+def test_instructions_with_markdown_stay_plain_text():
+    instructions = "# Not a heading\n```\n## Summary\n```\n<script>x</script>"
+    report = write_report([ARTICLE], instructions)
+    assert validate_report(report, max_kb=200) == []
+    assert len(re.findall(r"^## Summary$", report, flags=re.MULTILINE)) == 2  # a regex sees two…
+    html = render_markdown(report)
+    assert html.count("<h2>Summary</h2>") == 1  # …but Markdown does not
+    assert "<h1>Not a heading</h1>" not in html
+    assert "<script>" not in html
+
+
+def test_markdown_in_the_source_cannot_break_the_report_structure():
+    source = (
+        "Reading list\n\n"
+        "- # Chapter one is a heading inside a bullet and should stay text here.\n"
+        "- 1986. The year the plant closed, which nobody in the town forgot.\n"
+        "- Links like [click](javascript:alert(1)) and <script>alert(1)</script> stay text.\n"
+        "- A pipe | in the middle, a *star*, and an _underscore_ should not format anything.\n"
+        "- &amp; entities and `code spans` are shown literally in the report text.\n"
+    )
+    report = write_report([SourceDocument("list*.md", source)], "")
+    assert validate_report(report, max_kb=200) == []
+    html = render_markdown(report)
+    assert html.count("<h1>") == 1
+    assert html.count("<h2>") == 4
+    assert "<script>" not in html
+    assert "javascript:" not in re.sub(r">[^<]*<", "><", html)  # not in any tag
+    assert "<em>" not in html and "<code>" not in html
+    assert "# Chapter one" in html
+
+
+def test_heading_levels_nest_without_turning_into_code():
+    source = "# Top\n\nText here.\n\n#### Deep\n\nMore text.\n\n## Middle\n\nEnd text."
+    report = write_report([SourceDocument("levels.md", source)], "")
+    structure = sections(report)["Document structure"]
+    assert "  - Top\n    - Deep\n    - Middle" in structure
+    assert "<pre>" not in render_markdown(report)
+
+
+def test_text_in_code_fences_is_not_summarised_and_hashes_there_are_not_headings():
+    source = "# Guide\n\n```\n# not a heading\nprint('secret code sentence here.')\n```\n\nRun it."
+    report = write_report([SourceDocument("guide.md", source)], "")
+    assert "secret code" not in report
+    assert "not a heading" not in report
+    assert "1 heading" in report
+
+
+def test_a_200k_character_document_completes():
+    text = (SAMPLE + "\n\n") * (200_000 // len(SAMPLE) + 1)
+    report = write_report([SourceDocument("big.md", text[:200_000])], "heat")
+    assert validate_report(report, max_kb=200) == []
+    assert len(report) < 20_000
+
+
+def test_one_huge_sentence_is_cut_in_the_report():
+    report = write_report([SourceDocument("run-on.txt", "word " * 40_000)], "")
+    assert validate_report(report, max_kb=200) == []
+    assert len(report) < 5_000
+
+
+def test_lone_surrogates_do_not_reach_the_report():
+    report = write_report([SourceDocument("bad\ud800.txt", "Broken \udc00 text here.")], "\ud83d")
+    report.encode("utf-8")
+    assert validate_report(report, max_kb=200) == []
+
+
+_chars = st.one_of(
+    st.characters(exclude_categories=("Cs", "Cc", "Co", "Cn")),
+    st.sampled_from("\n\n\t #*-_`~>[]()!|<&=+.1\\"),
+)
+_texts = st.text(_chars, min_size=1, max_size=400).filter(lambda t: re.search(r"\w", t))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(_texts, min_size=1, max_size=3),
+    name=st.text(_chars, max_size=20),
+    instructions=st.text(_chars, max_size=80),
+)
+def test_any_text_with_a_word_gives_a_valid_report(texts, name, instructions):
+    docs = [SourceDocument(name, text) for text in texts]
+    report = write_report(docs, instructions)
+    assert validate_report(report, max_kb=200) == []
+    html = render_markdown(report)
+    assert html.startswith("<h1>")
+    assert html.count("<h2>") == (5 if instructions.strip() else 4)

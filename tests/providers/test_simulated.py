@@ -1,0 +1,329 @@
+"""The simulated provider: every scenario as the task runner sees it, on a fake clock."""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+import reports.providers
+from reports.clock import FakeClock
+from reports.providers import SCENARIOS, get_provider
+from reports.providers.base import (
+    Completed,
+    GenerationRequest,
+    Heartbeat,
+    ProviderError,
+    Retry,
+    SourceDocument,
+    TextDelta,
+)
+from reports.providers.report_writer import write_report
+from reports.providers.simulated import SimulatedProvider, tokenize
+from reports.validation import validate_report
+
+SAMPLE = (Path(__file__).parent.parent / "fixtures" / "sample_article.md").read_text()
+DOCS = (SourceDocument("sample_article.md", SAMPLE),)
+TASK_ID = "0f3c2a9e-5d41-4b7e-9c1a-2e6f8d7b3a10"
+START = 1000.0
+
+
+@dataclass
+class Run:
+    items: list = field(default_factory=list)
+    times: list[float] = field(default_factory=list)
+    error: ProviderError | None = None
+    end: float = START
+
+    @property
+    def deltas(self) -> list[TextDelta]:
+        return [i for i in self.items if isinstance(i, TextDelta)]
+
+    @property
+    def text(self) -> str:
+        return "".join(d.text for d in self.deltas)
+
+    @property
+    def completed(self) -> Completed | None:
+        last = self.items[-1] if self.items else None
+        return last if isinstance(last, Completed) else None
+
+    def first_text_at(self) -> float:
+        return next(
+            t for i, t in zip(self.items, self.times, strict=True) if isinstance(i, TextDelta)
+        )
+
+
+def request(scenario: str = "ok", attempt: int = 1, **kwargs) -> GenerationRequest:
+    kwargs.setdefault("documents", DOCS)
+    return GenerationRequest(TASK_ID, attempt, scenario=scenario, **kwargs)
+
+
+async def collect(provider: SimulatedProvider, req: GenerationRequest, limit: int = 100_000) -> Run:
+    run = Run()
+    stream = provider.stream(req)
+    try:
+        async for item in stream:
+            run.items.append(item)
+            run.times.append(provider.clock.monotonic())
+            if len(run.items) >= limit:
+                break
+    except ProviderError as exc:
+        run.error = exc
+    finally:
+        await stream.aclose()
+    run.end = provider.clock.monotonic()
+    return run
+
+
+def simulated(**options) -> SimulatedProvider:
+    return SimulatedProvider(clock=FakeClock(START), **options)
+
+
+def test_scenarios_are_the_spec_table():
+    assert SCENARIOS == (
+        "ok", "slow", "error", "truncated", "empty", "stall", "rate_limited", "invalid",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ["", "a", "Hello, world!\n\n  indented  \n", "x" * 11 + "  \n"])
+def test_tokens_join_back_to_the_text(text):
+    tokens = tokenize(text)
+    assert "".join(tokens) == text
+    assert all(len(t.strip()) <= 4 for t in tokens)
+
+
+async def test_ok_streams_the_whole_report_then_completes():
+    run = await collect(simulated(), request())
+    report = write_report(DOCS, "")
+    assert run.error is None
+    assert run.text == report
+    assert validate_report(run.text, max_kb=200) == []
+    assert [type(i) for i in run.items[:1]] == [Heartbeat]  # the provider answered
+    done = run.completed
+    assert done is not None and done.finish_reason == "stop"
+    assert done.request_id == f"sim-{TASK_ID[:8]}-1"
+    assert done.usage.source == "estimate"
+    assert done.usage.cached_tokens is None
+    assert done.usage.output_tokens == math.ceil(len(report) / 4)
+    assert done.usage.input_tokens == math.ceil(len(SAMPLE) / 4)
+    assert run.first_text_at() == pytest.approx(START + 0.45)
+
+
+async def test_ok_quotes_instructions_and_counts_them_as_input():
+    run = await collect(simulated(), request(instructions="Focus on heat waves."))
+    assert run.text == write_report(DOCS, "Focus on heat waves.")
+    assert "## Your instructions" in run.text
+    assert run.completed.usage.input_tokens == math.ceil((len(SAMPLE) + 20) / 4)
+
+
+async def test_slow_waits_three_seconds_then_trickles_for_tens_of_seconds():
+    run = await collect(simulated(ttft_s=0, tokens_per_s=1000), request("slow"))
+    assert run.first_text_at() >= START + 3.0
+    assert run.end - START > 20
+    tokens = len(run.deltas)
+    assert run.end - START == pytest.approx(3.0 + (tokens - 1) / 10)
+    # Heartbeats while waiting for the first token: the provider is alive, not progressing.
+    before_text = run.items[: run.items.index(run.deltas[0])]
+    assert len(before_text) >= 3 and all(isinstance(i, Heartbeat) for i in before_text)
+    assert run.completed.finish_reason == "stop"
+    assert run.text == write_report(DOCS, "")
+
+
+async def test_error_disconnects_after_some_text():
+    run = await collect(simulated(), request("error"))
+    report = write_report(DOCS, "")
+    assert run.completed is None
+    assert run.deltas, "text arrives before the error"
+    assert report.startswith(run.text)
+    assert 0.2 < len(run.text) / len(report) < 0.4
+    err = run.error
+    assert err is not None
+    assert err.error_type == "provider_error"
+    assert err.retry is Retry.RETRYABLE
+    assert err.retry_after_s is None
+    assert err.message == "The provider closed the connection mid-stream."
+
+
+async def test_truncated_ends_without_a_completion_signal():
+    run = await collect(simulated(), request("truncated"))
+    report = write_report(DOCS, "")
+    assert run.error is None
+    assert run.completed is None
+    assert not any(isinstance(i, Completed) for i in run.items)
+    assert report.startswith(run.text)
+    assert 0.3 < len(run.text) / len(report) < 0.5
+
+
+async def test_empty_completes_with_no_text():
+    run = await collect(simulated(), request("empty"))
+    assert run.error is None
+    assert run.deltas == []
+    assert run.completed.finish_reason == "stop"
+    assert run.completed.usage.output_tokens == 0
+
+
+async def test_stall_sends_heartbeats_forever_and_stops_when_closed():
+    provider = simulated()
+    stream = provider.stream(request("stall"))
+    items = []
+    async for item in stream:
+        items.append(item)
+        if len(items) == 40:
+            break
+    await stream.aclose()
+    assert all(isinstance(i, Heartbeat) for i in items)
+    assert provider.clock.monotonic() - START == pytest.approx(39.0)
+    # Closed means finished: nothing more comes, and no time passes.
+    with pytest.raises(StopAsyncIteration):
+        await anext(stream)
+    assert provider.clock.monotonic() - START == pytest.approx(39.0)
+
+
+async def test_rate_limited_refuses_the_first_attempt_before_any_text():
+    run = await collect(simulated(), request("rate_limited", attempt=1))
+    assert run.items == []
+    err = run.error
+    assert err is not None
+    assert err.error_type == "rate_limited"
+    assert err.retry is Retry.RETRYABLE
+    assert err.retry_after_s == 2
+    assert err.status_code == 429
+    assert err.message == "The provider asked us to wait 2 s."
+
+
+async def test_rate_limited_second_attempt_behaves_as_ok():
+    run = await collect(simulated(), request("rate_limited", attempt=2))
+    assert run.error is None
+    assert run.text == write_report(DOCS, "")
+    assert run.completed.finish_reason == "stop"
+    assert run.completed.request_id == f"sim-{TASK_ID[:8]}-2"
+
+
+async def test_invalid_streams_in_full_but_fails_validation():
+    run = await collect(simulated(), request("invalid"))
+    assert run.error is None
+    assert run.completed.finish_reason == "stop"
+    assert run.text.strip()
+    problems = validate_report(run.text, max_kb=200)
+    assert problems
+    assert any("level-1 heading" in p for p in problems)
+
+
+async def test_unknown_scenario_is_a_permanent_rejection():
+    run = await collect(simulated(), request("explode"))
+    assert run.items == []
+    assert run.error.error_type == "provider_rejected"
+    assert run.error.retry is Retry.PERMANENT
+
+
+async def test_token_rate_sets_the_pace():
+    doc = SourceDocument("notes.txt", SAMPLE[:900])
+    run = await collect(simulated(ttft_s=0, tokens_per_s=100), request(documents=(doc,)))
+    assert 1200 < len(run.text) < 3500
+    tokens = len(run.deltas)
+    assert run.end - START == pytest.approx((tokens - 1) / 100)
+
+
+async def test_a_slow_rate_still_sends_a_heartbeat_every_second():
+    run = await collect(simulated(ttft_s=2.5, tokens_per_s=0.4), request(), limit=12)
+    gaps = [b - a for a, b in zip([START, *run.times], run.times, strict=False)]
+    assert max(gaps) <= 1.0 + 1e-9
+    assert any(isinstance(i, TextDelta) for i in run.items)
+
+
+class CoarseClock(FakeClock):
+    """Every sleep overshoots, like a busy event loop or a coarse timer."""
+
+    sleeps = 0
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps += 1
+        await super().sleep(seconds + 0.05)
+
+
+async def test_oversleeping_is_caught_up_by_sending_due_tokens_together():
+    clock = CoarseClock(START)
+    provider = SimulatedProvider(clock=clock, ttft_s=0, tokens_per_s=200)
+    run = await collect(provider, request())
+    tokens = len(run.deltas)
+    # Paced from one start time: the total stays tokens/rate, not tokens * (1/rate + 0.05).
+    assert run.end - START == pytest.approx(tokens / 200, abs=0.1)
+    assert clock.sleeps < tokens / 5
+    assert run.text == write_report(DOCS, "")
+
+
+async def test_output_cap_cuts_the_report_with_finish_reason_length():
+    run = await collect(simulated(), request(max_output_tokens=50))
+    assert len(run.deltas) == 50
+    assert write_report(DOCS, "").startswith(run.text)
+    assert run.completed.finish_reason == "length"
+
+
+async def test_closing_mid_stream_stops_the_work():
+    provider = simulated()
+    stream = provider.stream(request())
+    async for item in stream:
+        if isinstance(item, TextDelta):
+            break
+    stopped_at = provider.clock.monotonic()
+    await stream.aclose()
+    with pytest.raises(StopAsyncIteration):
+        await anext(stream)
+    assert provider.clock.monotonic() == stopped_at
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError):
+        SimulatedProvider(tokens_per_s=0)
+
+
+# --- get_provider --------------------------------------------------------------------------
+
+PROVIDERS = {
+    "simulated": {
+        "BACKEND": "reports.providers.simulated.SimulatedProvider",
+        "OPTIONS": {"ttft_s": 0.1, "tokens_per_s": 500},
+    },
+    "broken": {"BACKEND": "reports.providers.nowhere.Nothing"},
+}
+
+
+@pytest.fixture
+def provider_settings(monkeypatch):
+    # Patch the settings the module reads, so this works with or without pytest-django.
+    fake = SimpleNamespace(REPORTS_PROVIDER="simulated", REPORTS_PROVIDERS=PROVIDERS)
+    monkeypatch.setattr(reports.providers, "settings", fake)
+    return fake
+
+
+def test_get_provider_builds_the_configured_default(provider_settings):
+    clock = FakeClock()
+    provider = get_provider(clock=clock)
+    assert isinstance(provider, SimulatedProvider)
+    assert provider.name == "simulated"
+    assert provider.clock is clock
+    assert (provider.ttft_s, provider.tokens_per_s) == (0.1, 500)
+
+
+def test_get_provider_by_name(provider_settings):
+    provider_settings.REPORTS_PROVIDER = "broken"
+    assert isinstance(get_provider("simulated"), SimulatedProvider)
+
+
+@pytest.mark.parametrize("name", ["nope", "broken"])
+def test_get_provider_unknown_or_unloadable_is_improperly_configured(provider_settings, name):
+    with pytest.raises(ImproperlyConfigured):
+        get_provider(name)
+
+
+@pytest.mark.skipif(
+    "DJANGO_SETTINGS_MODULE" not in os.environ, reason="needs the project's settings"
+)
+def test_project_settings_default_to_the_simulated_provider():
+    assert isinstance(get_provider(), SimulatedProvider)

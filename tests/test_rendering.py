@@ -1,0 +1,83 @@
+"""Report HTML: raw HTML as text, links and images sanitised, tables rendered."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reports.rendering import render_markdown
+
+REL = 'rel="nofollow noopener noreferrer"'
+
+
+def hrefs(html: str) -> list[str]:
+    return re.findall(r'href="([^"]*)"', html)
+
+
+def test_script_shows_as_text():
+    html = render_markdown("Hello <script>alert(1)</script>\n\n<div onclick=x>hi</div>")
+    assert "<script" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<div" not in html
+
+
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        "[x](javascript:alert(1))",
+        "[x](JAVASCRIPT:alert(1))",
+        "[x](java%0ascript:alert(1))",
+        "[x](&#106;avascript:alert(1))",
+        "<javascript:alert(1)>",
+        "[x][r]\n\n[r]: javascript:alert(1)",
+        "[x](vbscript:msgbox(1))",
+        "[x](data:text/html,<script>alert(1)</script>)",
+        "[x](file:///etc/passwd)",
+    ],
+)
+def test_dangerous_links_stay_text(markdown):
+    html = render_markdown(markdown)
+    assert "<a" not in html
+    assert hrefs(html) == []
+
+
+def test_foreign_images_become_their_alt_text():
+    for src in ["https://evil.example/x.png", "//evil.example/x.png", "/\\evil.example/x.png"]:
+        html = render_markdown(f"![a chart]({src})")
+        assert "<img" not in html
+        assert "evil.example" not in html
+        assert "a chart" in html
+    html = render_markdown("![pixel](data:image/png;base64,iVBORw0KGgo=)")
+    assert "<img" not in html
+
+
+def test_same_origin_images_are_kept():
+    html = render_markdown("![a *chart*](/static/chart.png)")
+    assert '<img src="/static/chart.png" alt="a chart">' in html
+
+
+def test_links_get_rel_nofollow():
+    html = render_markdown("[docs](https://example.com/docs) and <https://example.org>")
+    assert html.count(REL) == 2
+    assert hrefs(html) == ["https://example.com/docs", "https://example.org"]
+
+
+def test_safe_links_are_kept():
+    html = render_markdown("[mail](mailto:a@example.com) [here](#summary) [up](../other.md)")
+    assert hrefs(html) == ["mailto:a@example.com", "#summary", "../other.md"]
+
+
+def test_tables_render():
+    html = render_markdown("| Term | Count |\n| --- | ---: |\n| heat | 11 |\n")
+    assert "<table>" in html
+    assert "<th>Term</th>" in html
+    assert '<td style="text-align:right">11</td>' in html
+
+
+def test_headings_lists_and_code_survive_the_second_pass():
+    html = render_markdown("# T\n\n## S\n\n- *a* **b**\n\n1. one\n\n```py\nx = 1 < 2\n```\n")
+    assert "<h1>T</h1>" in html and "<h2>S</h2>" in html
+    assert "<li><em>a</em> <strong>b</strong></li>" in html
+    assert "<ol>" in html
+    assert "<pre><code>x = 1 &lt; 2\n</code></pre>" in html
