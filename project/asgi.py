@@ -1,10 +1,14 @@
 """The ASGI application: HTTP through Django, WebSockets through Channels.
 
-The embedded worker starts here, on the server's own event loop, at the first
-connection: not from AppConfig.ready(), which also runs in the autoreloader's parent.
+The embedded worker starts here, on the server's own event loop: not from
+AppConfig.ready(), which also runs in the autoreloader's parent. Under daphne (and so
+`manage.py runserver`) it starts as soon as the server runs, so queued tasks resume
+after a restart without waiting for a visitor; under any other ASGI server, at the
+first connection.
 """
 
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -29,6 +33,16 @@ class StartsEmbeddedWorker:
         worker.start_embedded()
         return await self.app(scope, receive, send)
 
+
+def _start_with_daphne() -> None:
+    if "daphne.server" in sys.modules:
+        from twisted.internet import reactor
+
+        # callLater: run inside the asyncio loop, once it is running.
+        reactor.callWhenRunning(lambda: reactor.callLater(0, worker.start_embedded))
+
+
+_start_with_daphne()
 
 application = StartsEmbeddedWorker(
     ProtocolTypeRouter(

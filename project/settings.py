@@ -129,8 +129,6 @@ def _database() -> dict:
             "timeout": 20,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         },
-        # Tests use a file too, so the worker's threads share it as in production.
-        "TEST": {"NAME": str(DATA_DIR / "test-db.sqlite3")},
     }
 
 

@@ -160,7 +160,8 @@ class AttemptRun:
                 await self._flush()
                 return ended
             if self._pending and (
-                self.clock.monotonic() - self._pending_since >= FLUSH_INTERVAL_S
+                len(self.text) == 1  # the first text goes out at once: it is what users wait for
+                or self.clock.monotonic() - self._pending_since >= FLUSH_INTERVAL_S
                 or sum(map(len, self._pending)) >= FLUSH_CHARS
             ):
                 await self._flush()

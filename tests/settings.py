@@ -1,10 +1,20 @@
 """Settings for the test suite: production settings with a throwaway secret key."""
 
 import os
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-deployment")
 
 from project.settings import *  # noqa: F403
+from project.settings import DATABASES
+
+# A file, not memory, so the worker's threads share it as in production; one per test
+# process, so runs side by side do not meet.
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(Path(tempfile.gettempdir()) / f"reportline-test-{os.getpid()}.sqlite3")
+    }
 
 # Fast hashing: the tests create users by the dozen; production keeps Django's default.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
