@@ -111,25 +111,21 @@ DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
 def _database() -> dict:
-    url = env_str("DATABASE_URL")
-    if url:
-        import dj_database_url
+    import dj_database_url
 
-        config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
-        config.setdefault("TEST", {})
-        return config
-    return {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": DATA_DIR / "db.sqlite3",
-        "OPTIONS": {
+    url = env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'db.sqlite3'}"
+    config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    if config["ENGINE"].endswith("sqlite3"):
+        config["CONN_MAX_AGE"] = 0
+        config["OPTIONS"] = {
             # The worker writes beside the web process: readers never wait for the
             # writer (WAL), writers queue for the lock up front instead of failing
             # half-way (IMMEDIATE), and wait up to 20 s for it (timeout).
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        },
-    }
+        }
+    return config
 
 
 DATABASES = {"default": _database()}

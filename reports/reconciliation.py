@@ -1,0 +1,108 @@
+"""An administrator's resolution of a task whose provider outcome is unknown (SPEC §2).
+
+`TRANSITIONS` deliberately has no way out of `reconciliation_required`; this module is
+the one door, and only the admin's actions call it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Now
+
+from reports import broadcast
+from reports.leases import attempt_text
+from reports.models import ADMIN_RESOLUTIONS, Attempt, Event, Status, Task, _write_event
+
+FAILED_MESSAGE = "Resolved by an administrator: the provider call is taken as failed."
+
+
+class ResolutionRefused(Exception):
+    """The resolution asked for is not allowed for this task; the message says why."""
+
+
+def resolve_reconciliation(task_id, to: str, *, by_user) -> Event | None:
+    """Move a task out of `reconciliation_required` to `queued` or `failed`; return its event.
+
+    Return None when the task is not (or no longer) in `reconciliation_required`: the
+    update is conditional on that status, so two admins resolving at once resolve once.
+
+    `queued` runs the task again as a new attempt. It is refused (ResolutionRefused)
+    when the task has already used `REPORTS_MAX_ATTEMPTS` attempts: the cap is a real
+    bound on what a task may spend with the provider, and the unknown call may already
+    have been billed, so an admin who wants one more run raises the setting on purpose
+    rather than the cap being exceeded silently. Otherwise mark the task failed.
+
+    `failed` keeps the task's own error type when it has one (else `provider_error`)
+    and keeps any text the last attempt streamed, announced as partial.
+
+    `succeeded` is listed in `ADMIN_RESOLUTIONS` but is refused here: success means a
+    report that passed validation and was saved (SPEC §2), and a task stuck in
+    reconciliation has no validated, saved file, so nothing could honestly be shown or
+    downloaded as its result.
+    """
+    if to not in ADMIN_RESOLUTIONS:
+        raise ResolutionRefused(f"{to!r} is not a resolution of reconciliation_required.")
+    if to == Status.SUCCEEDED:
+        raise ResolutionRefused(
+            "A task in reconciliation has no validated, saved report, so it cannot be "
+            "marked succeeded; requeue it or mark it failed."
+        )
+    task = (
+        Task.objects.filter(pk=task_id, status=Status.RECONCILIATION_REQUIRED)
+        .only("id", "attempt_count", "error_type")
+        .first()
+    )
+    if task is None:
+        return None
+    resolved_by = by_user.get_username()
+    if to == Status.QUEUED:
+        if task.attempt_count >= settings.REPORTS_MAX_ATTEMPTS:
+            raise ResolutionRefused(
+                f"Task {task.pk} has used {task.attempt_count} of "
+                f"REPORTS_MAX_ATTEMPTS={settings.REPORTS_MAX_ATTEMPTS} attempts; raise the "
+                "setting to run it again, or mark it failed."
+            )
+        fields = {
+            "error_type": "",
+            "error_message": "",
+            "lease_expires_at": None,
+            "not_before": None,
+            "finished_at": None,
+        }
+        event = ("status", {"status": Status.QUEUED, "resolved_by": resolved_by})
+    else:
+        error_type = task.error_type or "provider_error"
+        fields = {"error_type": error_type, "error_message": FAILED_MESSAGE, "finished_at": Now()}
+        event = (
+            Status.FAILED,
+            {
+                "error_type": error_type,
+                "partial": _last_attempt_has_text(task),
+                "message": FAILED_MESSAGE,
+                "resolved_by": resolved_by,
+            },
+        )
+    with transaction.atomic():
+        changed = Task.objects.filter(pk=task.pk, status=Status.RECONCILIATION_REQUIRED).update(
+            status=to, last_seq=F("last_seq") + 1, **fields
+        )
+        if changed != 1:
+            return None
+        written = _write_event(task.pk, *event)
+        transaction.on_commit(partial(broadcast.publish_sync, [written]))
+    return written
+
+
+def _last_attempt_has_text(task: Task) -> bool:
+    text = (
+        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
+        .values_list("text", flat=True)
+        .first()
+    )
+    # The attempt's text is copied from its delta events when the attempt ends; read
+    # the events too in case it ended some other way.
+    return bool(text) or bool(attempt_text(task.pk, task.attempt_count))
