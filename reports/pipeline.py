@@ -15,15 +15,15 @@ from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async as db
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models.functions import Coalesce, Now
 
 from reports import broadcast, notify, rendering, storage
 from reports.clock import Clock
 from reports.leases import Claim, LeaseLost
-from reports.models import Attempt, Document, Event, PreparedText, Status, Task, db_now_plus
-from reports.parsers import PARSER_VERSION, parser_for
+from reports.models import Attempt, Event, Status, Task, db_now_plus
 from reports.parsers.base import ParseError
+from reports.preparation import build_request, load_documents
 from reports.providers.base import (
     Completed,
     GenerationRequest,
@@ -31,7 +31,6 @@ from reports.providers.base import (
     Provider,
     ProviderError,
     Retry,
-    SourceDocument,
     TextDelta,
     Usage,
 )
@@ -412,49 +411,3 @@ class _StageTimer:
     def __exit__(self, *exc) -> None:
         elapsed = (self.run.clock.monotonic() - self.start) * 1000
         self.run.stage_ms[self.stage] = round(elapsed, 1)
-
-
-def load_documents(task_id) -> list[SourceDocument]:
-    """Return the task's documents as text, parsing each file at most once per owner."""
-    task = Task.objects.only("owner_id").get(pk=task_id)
-    documents = []
-    for doc in Document.objects.filter(task_id=task_id).order_by("position"):
-        cached = PreparedText.objects.filter(
-            owner_id=task.owner_id, sha256=doc.sha256, parser_version=PARSER_VERSION
-        ).first()
-        if cached is not None:
-            text = cached.text
-        else:
-            parser = parser_for(doc.name)
-            if parser is None:
-                raise ParseError(f"{doc.name}: this kind of file is not supported.")
-            try:
-                text = parser.extract(storage.read_upload(doc.storage_name))
-            except ParseError as exc:
-                raise ParseError(f"{doc.name}: {exc}") from None
-            if not text.strip():
-                raise ParseError(f"{doc.name}: no text could be extracted from it.")
-            try:
-                with transaction.atomic():
-                    PreparedText.objects.create(
-                        owner_id=task.owner_id,
-                        sha256=doc.sha256,
-                        parser_version=PARSER_VERSION,
-                        text=text,
-                    )
-            except IntegrityError:
-                pass  # another attempt prepared the same file at the same moment
-        documents.append(SourceDocument(doc.name, text))
-    return documents
-
-
-def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRequest:
-    task = Task.objects.only("instructions", "scenario").get(pk=claim.task_id)
-    return GenerationRequest(
-        task_id=str(claim.task_id),
-        attempt_number=claim.number,
-        documents=tuple(documents),
-        instructions=task.instructions,
-        scenario=task.scenario,
-        max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
-    )
