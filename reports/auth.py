@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import wraps
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -12,6 +14,7 @@ from django.views.decorators.csrf import csrf_exempt
 from reports.models import ApiToken
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+MB = 1024 * 1024
 
 
 class ApiError(Exception):
@@ -63,6 +66,24 @@ def _unauthenticated(message: str) -> ApiError:
     return ApiError(401, "unauthenticated", message, {"WWW-Authenticate": "Bearer"})
 
 
+def check_content_length(request: HttpRequest) -> None:
+    """Refuse an oversized request from its Content-Length, before its body is read.
+
+    This comes before authentication on purpose: the CSRF check of a session caller
+    would otherwise parse (and spool to disk) the whole body first.
+    """
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise ApiError(400, "invalid_request", "Content-Length is not a number.") from None
+    if length > settings.REPORTS_MAX_REQUEST_MB * MB:
+        raise ApiError(
+            413,
+            "file_too_large",
+            f"The upload is over the limit of {settings.REPORTS_MAX_REQUEST_MB:g} MB a request.",
+        )
+
+
 def api_view(methods: set[str]) -> Callable:
     """Make a JSON view: allowed methods, authentication, and ApiError answered as JSON."""
 
@@ -78,10 +99,21 @@ def api_view(methods: set[str]) -> Callable:
                         f"Use {' or '.join(sorted(methods))}.",
                         {"Allow": ", ".join(sorted(methods))},
                     )
+                check_content_length(request)
                 user = authenticate(request)
                 return view(request, user, *args, **kwargs)
             except ApiError as exc:
                 return exc.response()
+            # Django's own upload limits, raised when the body is parsed (by the CSRF
+            # check or by the view): answered as SPEC §3 errors, not as an HTML 400.
+            except (TooManyFilesSent, RequestDataTooBig):
+                return ApiError(
+                    413, "file_too_large", "The request has too many files or is too large."
+                ).response()
+            except TooManyFieldsSent:
+                return ApiError(
+                    400, "invalid_request", "The request has too many fields."
+                ).response()
 
         return wrapper
 

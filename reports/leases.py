@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Coalesce, Now
 
-from reports.models import LEASED, Attempt, Event, Status, Task, TaskEvent, db_now_plus
+from reports.models import CLAIM_ORDER, LEASED, Attempt, Event, Status, Task, TaskEvent, db_now_plus
 
 # Any fixed number: every claimer takes the same PostgreSQL advisory lock.
 CLAIM_LOCK = 7_240_501
@@ -67,7 +67,7 @@ def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
         task = (
             Task.objects.eligible()
             .filter(lane__in=open_lanes)
-            .order_by("created_at")
+            .order_by(*CLAIM_ORDER)
             .only("id", "epoch", "attempt_count")
             .first()
         )

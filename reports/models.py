@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, Subquery
 from django.db.models.functions import Coalesce, Now
 
 
@@ -29,6 +29,7 @@ TERMINAL = frozenset(
     {Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
 )
 LEASED = (Status.RUNNING, Status.FINALIZING)
+CLAIM_ORDER = ("created_at", "pk")  # oldest first; the id breaks ties within a millisecond
 
 # SPEC §2, the whole table. `reconciliation_required` leaves only by an admin's resolve.
 TRANSITIONS: dict[str, frozenset[str]] = {
@@ -261,10 +262,11 @@ class Task(models.Model):
         """Return 1 for the next task to be claimed in this lane, or None when not queued."""
         if self.status != Status.QUEUED:
             return None
-        ahead = Task.objects.filter(
-            status=Status.QUEUED, lane=self.lane, created_at__lt=self.created_at
-        ).exclude(pk=self.pk).count()
-        return ahead + 1
+        # Compared in the database, as stored: on SQLite a Python datetime has another
+        # text form than Now() writes, and would compare wrongly within a millisecond.
+        mine = Subquery(Task.objects.filter(pk=self.pk).values("created_at")[:1])
+        earlier = Q(created_at__lt=mine) | Q(created_at=mine, pk__lt=self.pk)
+        return Task.objects.filter(earlier, status=Status.QUEUED, lane=self.lane).count() + 1
 
     def request_cancel(self) -> bool:
         """Cancel a queued task at once, or ask the runner of a leased one to stop.

@@ -23,9 +23,15 @@ TERMINAL_EVENTS = frozenset(TERMINAL)
 
 
 def events_after(task_id, after: int) -> tuple[list[Event], bool]:
-    """Return the persisted events after seq `after`, and whether the task has ended."""
-    events = [e.as_event() for e in TaskEvent.objects.filter(task_id=task_id, seq__gt=after)]
+    """Return the persisted events after seq `after`, and whether the task has ended.
+
+    The status is read first: the terminal event commits with the terminal status, so
+    when the task had ended before the events were read, they include its last event.
+    (Read the other way round, a task that ends between the two reads looks ended with
+    its last events missing, and the stream would close without its terminal event.)
+    """
     ended = Task.objects.filter(pk=task_id, status__in=TERMINAL).exists()
+    events = [e.as_event() for e in TaskEvent.objects.filter(task_id=task_id, seq__gt=after)]
     return events, ended
 
 

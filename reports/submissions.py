@@ -15,13 +15,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from reports import notify, storage
-from reports.auth import ApiError
+from reports.auth import MB, ApiError
 from reports.models import Document, Lane, Status, Task
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
 from reports.parsers.base import InvalidContent, UnsupportedContent
 from reports.providers import SCENARIOS
 
-MB = 1024 * 1024
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 
 
@@ -55,20 +54,6 @@ class Submission:
             digest.update(len(encoded).to_bytes(8, "big"))
             digest.update(encoded)
         return digest.hexdigest()
-
-
-def check_request_size(request) -> None:
-    """Refuse an oversized request from its Content-Length, before reading the body."""
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        raise ApiError(400, "invalid_request", "Content-Length is not a number.") from None
-    if length > settings.REPORTS_MAX_REQUEST_MB * MB:
-        raise ApiError(
-            413,
-            "file_too_large",
-            f"The upload is over the limit of {settings.REPORTS_MAX_REQUEST_MB:g} MB a request.",
-        )
 
 
 def read_submission(request) -> Submission:

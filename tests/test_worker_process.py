@@ -19,25 +19,33 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def database_url(db: dict) -> str:
+    """Return a DATABASE_URL naming the database this test runs on."""
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{db['NAME']}"
+    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
+    return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
 @pytest.fixture
 def spawn_worker(tmp_path, settings):
     """Return a starter of reportworker processes sharing this test's database and files."""
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
     processes = []
 
-    def spawn(**env) -> subprocess.Popen:
+    def spawn(slots: int = 2, **env) -> subprocess.Popen:
         environment = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
             "DJANGO_SECRET_KEY": "test-only",
-            "DATABASE_URL": f"sqlite:///{connection.settings_dict['NAME']}",
+            "DATABASE_URL": database_url(connection.settings_dict),
             "REPORTS_DATA_DIR": str(tmp_path),
             "REPORTS_LEASE_S": "2",
             "REPORTS_POLL_S": "0.05",
             **env,
         }
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "reportworker", "--slots", "2"],
+            [sys.executable, "manage.py", "reportworker", "--slots", str(slots)],
             cwd=ROOT,
             env=environment,
             stdout=subprocess.PIPE,
@@ -94,7 +102,9 @@ def test_a_killed_worker_task_finishes_on_another_as_a_new_attempt(make_task, sp
 
 def test_sigterm_stops_claiming_and_lets_the_running_attempt_finish(make_task, spawn_worker):
     running = make_task()
-    worker = spawn_worker(REPORTS_SIMULATED_TTFT_S="0", REPORTS_SIMULATED_TOKENS_PER_S="100")
+    worker = spawn_worker(
+        slots=1, REPORTS_SIMULATED_TTFT_S="0", REPORTS_SIMULATED_TOKENS_PER_S="100"
+    )
     wait_for(
         lambda: TaskEvent.objects.filter(task=running, type="delta").exists(),
         "the worker to start streaming",
