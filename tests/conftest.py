@@ -135,13 +135,18 @@ async def whole_report(request, clock):
     yield Completed("stop", Usage(10, 20, None, "provider"), request_id="req-1")
 
 
+def make_submission(owner, content: str = SAMPLE, scenario: str = "ok") -> Task:
+    """Create a queued task through the real submit path."""
+    submission = Submission((Upload("doc.md", ".md", content.encode()),), "", scenario, None)
+    task, _ = submissions.submit(owner, submission)
+    return task
+
+
 @pytest.fixture
 def make_task(alice):
-    """Return a factory of queued tasks of alice's, made through the real submit path."""
+    """Return a factory of queued tasks, alice's unless another owner is given."""
 
     def make(content: str = SAMPLE, scenario: str = "ok", owner=None) -> Task:
-        submission = Submission((Upload("doc.md", ".md", content.encode()),), "", scenario, None)
-        task, _ = submissions.submit(owner or alice, submission)
-        return task
+        return make_submission(owner or alice, content, scenario)
 
     return make

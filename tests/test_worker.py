@@ -319,3 +319,21 @@ def test_status_values_are_the_contract():
         "cancelled",
         "reconciliation_required",
     }
+
+
+@pytest.mark.django_db
+def test_the_same_file_is_parsed_once_per_owner(make_task, worker, bob, monkeypatch):
+    from reports.parsers.text import TextParser
+
+    calls = []
+    original = TextParser.extract
+    monkeypatch.setattr(
+        TextParser, "extract", lambda self, data: calls.append(1) or original(self, data)
+    )
+    make_task(), make_task()
+    run_all(worker)
+    assert len(calls) == 1
+    make_task(owner=bob)  # never shared across users
+    run_all(worker)
+    assert len(calls) == 2
+    assert set(Task.objects.values_list("status", flat=True)) == {"succeeded"}
