@@ -10,6 +10,8 @@ another process is followed even when the configured layer cannot reach it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async as db
@@ -20,6 +22,7 @@ from reports.broadcast import group_name
 from reports.models import TERMINAL, Event, Task, TaskEvent
 
 TERMINAL_EVENTS = frozenset(TERMINAL)
+log = logging.getLogger(__name__)
 
 
 def events_after(task_id, after: int) -> tuple[list[Event], bool]:
@@ -48,13 +51,22 @@ class Follower:
 
     async def __aenter__(self) -> Follower:
         if self.layer is not None:
-            self.channel = await self.layer.new_channel()
-            await self.layer.group_add(group_name(self.task_id), self.channel)
+            try:
+                self.channel = await self.layer.new_channel()
+                await self.layer.group_add(group_name(self.task_id), self.channel)
+            except Exception:
+                self._layer_failed()
         return self
 
     async def __aexit__(self, *exc) -> None:
         if self.channel is not None:
-            await self.layer.group_discard(group_name(self.task_id), self.channel)
+            with contextlib.suppress(Exception):  # an unreachable layer expires it anyway
+                await self.layer.group_discard(group_name(self.task_id), self.channel)
+
+    def _layer_failed(self) -> None:
+        """Follow the table alone from now on: the layer is a wake-up, never the truth."""
+        log.warning("channel layer unreachable; following task %s by polling", self.task_id)
+        self.channel = None
 
     def _take(self, event: Event) -> Event:
         self.last_seq = event.seq
@@ -94,4 +106,7 @@ class Follower:
         try:
             return await asyncio.wait_for(self.layer.receive(self.channel), self.idle_s)
         except TimeoutError:
+            return None
+        except Exception:
+            self._layer_failed()
             return None

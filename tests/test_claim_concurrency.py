@@ -39,9 +39,9 @@ def claim_concurrently(claimers: int) -> list:
 def test_concurrent_claimers_never_exceed_the_caps_nor_claim_twice(make_task, settings):
     settings.REPORTS_MAX_RUNNING = 3
     settings.REPORTS_LANE_LIMITS = {"short": 3, "long": 1}
-    tasks = [make_task() for _ in range(12)]
+    tasks = [make_task() for _ in range(30)]
     every_claim = []
-    for _ in range(4):  # rounds: free the slots in between, as finished attempts would
+    for _ in range(10):  # rounds: free the slots in between, as finished attempts would
         claims = claim_concurrently(6)
         assert len(claims) == 3
         assert Task.objects.live_leases().count() == 3

@@ -367,3 +367,33 @@ async def test_an_idle_stream_sends_keep_alive_comments_never_events(
     await append(running, "after the pause")
     assert await stream.next() == SSE(2, "delta", {"text": "after the pause", "attempt": 1})
     await stream.close()
+
+
+class UnreachableLayer:
+    """A channel layer whose server is down: every call fails."""
+
+    async def new_channel(self, prefix="specific."):
+        raise ConnectionError("layer down")
+
+    async def group_add(self, group, channel):
+        raise ConnectionError("layer down")
+
+    async def group_send(self, group, message):
+        raise ConnectionError("layer down")
+
+
+async def test_with_the_channel_layer_down_the_stream_still_delivers_every_event(
+    alice_async, make_task, settings, monkeypatch
+):
+    settings.REPORTS_POLL_S = 0.05
+    monkeypatch.setattr("reports.streaming.get_channel_layer", UnreachableLayer)
+    monkeypatch.setattr("reports.broadcast.get_channel_layer", UnreachableLayer)
+    task = await db(make_task)()
+    running = await claim(task)
+    stream = await follow(alice_async, task.pk)
+    assert (await stream.next()).id == 1
+    hello = await append(running, "Hello")
+    await broadcast.publish([hello])  # fails quietly: the text is already in the table
+    assert await stream.next() == SSE(2, "delta", {"text": "Hello", "attempt": 1})
+    await fail(running)
+    assert [(e.id, e.event) for e in await stream.rest()] == [(3, "failed")]

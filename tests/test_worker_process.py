@@ -75,21 +75,23 @@ def wait_for(condition, what: str, timeout: float = 60):
 
 def test_a_killed_worker_task_finishes_on_another_as_a_new_attempt(make_task, spawn_worker):
     task = make_task()
-    doomed = spawn_worker(REPORTS_SIMULATED_TTFT_S="0", REPORTS_SIMULATED_TOKENS_PER_S="20")
+    pace = {"REPORTS_SIMULATED_TTFT_S": "0", "REPORTS_SIMULATED_TOKENS_PER_S": "40"}
+    workers = {w.pid: w for w in (spawn_worker(**pace), spawn_worker(**pace))}
     wait_for(
         lambda: TaskEvent.objects.filter(task=task, type="delta").count() >= 3,
-        "the first worker to stream some text",
+        "a worker to stream some text",
     )
-    doomed.send_signal(signal.SIGKILL)
-    doomed.wait(timeout=10)
+    holder = int(Task.objects.get(pk=task.pk).worker_id.split(":")[1])
+    workers[holder].send_signal(signal.SIGKILL)  # mid-stream, no chance to clean up
+    workers[holder].wait(timeout=10)
     partial = attempt_text(task.pk, 1)
 
-    spawn_worker(REPORTS_SIMULATED_TTFT_S="0", REPORTS_SIMULATED_TOKENS_PER_S="2000")
     wait_for(
         lambda: Task.objects.filter(pk=task.pk, status="succeeded").exists(),
-        "the task to succeed on the second worker",
+        "the task to succeed on the other worker",
     )
     task.refresh_from_db()
+    assert int(task.worker_id.split(":")[1]) != holder
     first, second = Attempt.objects.filter(task=task).order_by("number")
     assert (first.status, first.error_type, first.text) == ("interrupted", "worker_lost", partial)
     assert second.status == "succeeded"
