@@ -14,7 +14,7 @@ from pathlib import PurePath
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from reports import notify, storage
+from reports import notify, storage, wakeups
 from reports.auth import MB, ApiError
 from reports.models import Document, Lane, Status, Task
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
@@ -148,6 +148,7 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     try:
         with transaction.atomic():
             task = _create(user, submission, names)
+            wakeups.announce_new_task()
     except IntegrityError:
         storage.delete_uploads(names)
         existing = _replay(user, submission)

@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async as db
 from django.conf import settings
 from django.db import close_old_connections
 
-from reports import broadcast, leases, notify
+from reports import broadcast, leases, notify, wakeups
 from reports.clock import Clock
 from reports.pipeline import AttemptRun
 from reports.providers import get_provider
@@ -45,6 +45,8 @@ class Supervisor:
         self.running: dict[str, asyncio.Task] = {}
         self._wake = asyncio.Event()
         self._stopping = False
+        self.listening = asyncio.Event()  # set while it hears new tasks at once (LISTEN)
+        self.idle = asyncio.Event()  # set while it waits with nothing left to look at
 
     # --- units of work (tests call these) -------------------------------------------------
 
@@ -85,9 +87,18 @@ class Supervisor:
         log.info(
             "worker %s started with %d slots, lanes %s", self.worker_id, self.slots, self.lanes
         )
+        listener = asyncio.create_task(wakeups.listen(self.wake, self._set_listening))
+        try:
+            await self._loop()
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+
+    async def _loop(self) -> None:
         reap_every = max(1.0, settings.REPORTS_LEASE_S / 3)
         last_reap = -reap_every
         while not self._stopping:
+            self._wake.clear()  # before looking, so a wake-up during the look is kept
             try:
                 now = asyncio.get_running_loop().time()
                 if now - last_reap >= reap_every:
@@ -97,9 +108,11 @@ class Supervisor:
                     pass
             except Exception:
                 log.exception("worker loop error; retrying")
-            self._wake.clear()
+            if not self._wake.is_set():
+                self.idle.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
+            self.idle.clear()
 
     async def shutdown(self) -> None:
         """Stop claiming; let running attempts end (a lease left behind is reaped)."""
@@ -109,6 +122,13 @@ class Supervisor:
 
     def wake(self) -> None:
         self._wake.set()
+        self.idle.clear()
+
+    def _set_listening(self, listening: bool) -> None:
+        if listening:
+            self.listening.set()
+        else:
+            self.listening.clear()
 
     async def _run(self, run: AttemptRun) -> str:
         heartbeat = asyncio.create_task(self._heartbeat(run))
