@@ -1,3 +1,7 @@
 from django.urls import path
 
-websocket_urlpatterns: list = []
+from reports.consumers import TaskConsumer
+
+websocket_urlpatterns = [
+    path("ws/tasks/<str:task_id>/", TaskConsumer.as_asgi()),
+]

@@ -150,3 +150,9 @@ def make_task(alice):
         return make_submission(owner or alice, content, scenario)
 
     return make
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run browser tests last: Playwright's sync API keeps an event loop running in this
+    thread for the rest of the session, where no async test could run."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

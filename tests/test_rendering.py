@@ -72,7 +72,7 @@ def test_tables_render():
     html = render_markdown("| Term | Count |\n| --- | ---: |\n| heat | 11 |\n")
     assert "<table>" in html
     assert "<th>Term</th>" in html
-    assert '<td style="text-align:right">11</td>' in html
+    assert '<td class="align-right">11</td>' in html
 
 
 def test_headings_lists_and_code_survive_the_second_pass():
@@ -81,3 +81,10 @@ def test_headings_lists_and_code_survive_the_second_pass():
     assert "<li><em>a</em> <strong>b</strong></li>" in html
     assert "<ol>" in html
     assert "<pre><code>x = 1 &lt; 2\n</code></pre>" in html
+
+
+def test_table_alignment_is_a_class_not_an_inline_style():
+    html = render_markdown("| term | count |\n|:-----|------:|\n| tide | 12 |\n")
+    assert "style=" not in html  # the page's CSP refuses inline styles
+    assert '<th class="align-right">count</th>' in html
+    assert '<td class="align-left">tide</td>' in html

@@ -1,0 +1,121 @@
+/*
+ * The upload form: POST /api/tasks with upload progress, the form's idempotency key
+ * (one task however often it is sent) and the CSRF token; on success, go to the task.
+ */
+(function () {
+  "use strict";
+
+  var form = document.querySelector("form[data-upload]");
+  if (!form) {
+    return;
+  }
+  var button = form.querySelector("[data-upload-submit]");
+  var files = form.querySelector("input[type=file][name=files]");
+  var progress = form.querySelector("[data-upload-progress]");
+  var state = form.querySelector("[data-upload-state]");
+  var error = form.querySelector("[data-upload-error]");
+  var sending = false;
+
+  function newKey() {
+    if (window.crypto && crypto.randomUUID) {
+      return crypto.randomUUID();
+    }
+    return String(Date.now()) + "-" + String(Math.random()).slice(2);
+  }
+
+  function showError(message) {
+    error.textContent = message;
+    error.hidden = false;
+  }
+
+  function done() {
+    sending = false;
+    button.disabled = false;
+    progress.hidden = true;
+    state.textContent = "";
+  }
+
+  // A page restored from the back/forward cache is a new form: it gets a new key.
+  window.addEventListener("pageshow", function (event) {
+    if (event.persisted) {
+      form.dataset.idempotencyKey = newKey();
+      done();
+    }
+  });
+
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    if (sending) {
+      return; // a double click: the first request is on its way
+    }
+    error.hidden = true;
+    if (!files.files.length) {
+      showError("Choose at least one file to upload.");
+      files.focus();
+      return;
+    }
+    sending = true;
+    button.disabled = true;
+    var submittedAt = performance.timeOrigin + performance.now();
+    var csrf = form.querySelector("[name=csrfmiddlewaretoken]").value;
+
+    var xhr = new XMLHttpRequest();
+    xhr.open("POST", form.action);
+    xhr.responseType = "json";
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.setRequestHeader("X-CSRFToken", csrf);
+    xhr.setRequestHeader("Idempotency-Key", form.dataset.idempotencyKey);
+
+    progress.value = 0;
+    progress.hidden = false;
+    state.textContent = "Uploading…";
+    xhr.upload.addEventListener("progress", function (e) {
+      if (e.lengthComputable) {
+        var percent = Math.round((e.loaded / e.total) * 100);
+        progress.value = percent;
+        state.textContent = "Uploading… " + percent + " %";
+      }
+    });
+    xhr.upload.addEventListener("load", function () {
+      progress.value = 100;
+      state.textContent = "Checking the files…";
+    });
+
+    xhr.addEventListener("load", function () {
+      var body = xhr.response || {};
+      if ((xhr.status === 201 || xhr.status === 200) && body.url) {
+        state.textContent = "Starting the report…";
+        try {
+          window.sessionStorage.setItem(
+            "reportline:submitted:" + body.task_id,
+            String(submittedAt)
+          );
+        } catch (e) {
+          // Private modes may refuse storage; the timing is then simply not reported.
+        }
+        window.location.assign(body.url);
+        return;
+      }
+      done();
+      var message = body.error && body.error.message;
+      if (xhr.status === 422) {
+        // This form's key already made a task from other files: the next send is new.
+        form.dataset.idempotencyKey = newKey();
+        message = "This form was already used for a different upload. Press the button again to send these files as a new report.";
+      } else if (xhr.status === 429) {
+        var wait = xhr.getResponseHeader("Retry-After");
+        message = (message || "Too many reports are waiting.") + (wait ? " Try again in " + wait + " s." : "");
+      } else if (xhr.status === 401 || xhr.status === 403) {
+        message = (message || "You are not logged in.") + " Reload the page and log in again.";
+      }
+      showError(message || "The upload failed (HTTP " + xhr.status + "). Try again.");
+    });
+    xhr.addEventListener("error", function () {
+      done();
+      showError("The upload did not reach the server. Check your connection and try again.");
+    });
+    xhr.addEventListener("abort", done);
+
+    xhr.send(new FormData(form));
+  });
+})();

@@ -1,0 +1,16 @@
+"""The application's settings, plus the `long` test provider (REPORTS_PROVIDER=long)."""
+
+from project.settings import *  # noqa: F403
+from project.settings import REPORTS_PROVIDERS, env_int, env_number
+
+REPORTS_PROVIDERS = {
+    **REPORTS_PROVIDERS,
+    "long": {
+        "BACKEND": "tests.browser.long_provider.LongReportProvider",
+        "OPTIONS": {
+            "chars": env_int("TEST_LONG_REPORT_CHARS", 60_000),
+            "tokens_per_s": env_number("TEST_LONG_REPORT_TOKENS_PER_S", 10_000),
+            "ttft_s": env_number("TEST_LONG_REPORT_TTFT_S", 1.0),
+        },
+    },
+}

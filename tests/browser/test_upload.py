@@ -1,0 +1,99 @@
+"""The home page: upload, rejected files, one task per form, the list of reports."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import TASK_URL, upload
+
+pytestmark = pytest.mark.browser
+
+
+def task_count(page) -> int:
+    return len(page.request.get("/api/tasks").json()["tasks"])
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("picture.png", b"\x89PNG\r\n\x1a\n", "only .txt .md .html .pdf .docx files are accepted"),
+        ("empty.md", b"   \n", "empty.md is empty."),
+    ],
+)
+def test_a_rejected_file_shows_the_apis_message(
+    open_page, fast_server, problems, name, content, message
+):
+    problems.allow("Failed to load resource")  # the 4xx answer itself
+    page = open_page(fast_server)
+    page.goto("/")
+    before = task_count(page)
+    page.set_input_files(
+        "input[name=files]", files=[{"name": name, "mimeType": "text/plain", "buffer": content}]
+    )
+    page.click("[data-upload-submit]")
+    error = page.locator("[data-upload-error]")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text(message)
+    expect(page.locator("[data-upload-submit]")).to_be_enabled()
+    assert page.url.endswith("/")
+    assert task_count(page) == before
+
+
+def test_no_file_chosen_is_said_before_sending(open_page, fast_server):
+    page = open_page(fast_server)
+    page.goto("/")
+    page.click("[data-upload-submit]")
+    expect(page.locator("[data-upload-error]")).to_have_text("Choose at least one file to upload.")
+
+
+def test_a_double_click_creates_one_task(open_page, fast_server, sample_file):
+    page = open_page(fast_server)
+    page.goto("/")
+    before = task_count(page)
+    page.set_input_files("input[name=files]", str(sample_file))
+    page.locator("[data-upload-submit]").dblclick()
+    page.wait_for_url(TASK_URL)
+    assert task_count(page) == before + 1
+
+
+def test_a_resent_form_creates_one_task(open_page, fast_server, sample_file):
+    """The same form sent twice (the button's guard bypassed) replays the first task."""
+    page = open_page(fast_server)
+    page.goto("/")
+    before = task_count(page)
+    page.set_input_files("input[name=files]", str(sample_file))
+    statuses = page.evaluate(
+        """async () => {
+            const form = document.querySelector("form[data-upload]");
+            const send = () => fetch(form.action, {
+                method: "POST",
+                body: new FormData(form),
+                headers: {
+                    "Idempotency-Key": form.dataset.idempotencyKey,
+                    "X-CSRFToken": form.querySelector("[name=csrfmiddlewaretoken]").value,
+                },
+            });
+            const first = await send();
+            const second = await send();
+            return [first.status, second.status, (await first.json()).task_id,
+                    (await second.json()).task_id];
+        }"""
+    )
+    assert statuses[:2] == [201, 200]
+    assert statuses[2] == statuses[3]
+    assert task_count(page) == before + 1
+
+
+def test_the_list_shows_each_reports_status_live(open_page, fast_server, sample_file):
+    page = open_page(fast_server)
+    task_id = upload(page, sample_file, scenario="stall")
+    page.goto("/")
+    badge = page.locator(f"li.task-row:has(a[href='/tasks/{task_id}/']) [data-status]")
+    expect(badge).to_have_attribute("data-status", re.compile("^(queued|running)$"))
+    # No reload: the list polls itself while a report is on its way.
+    expect(badge).to_have_attribute("data-status", "failed")
+    row = page.locator(f"li.task-row:has(a[href='/tasks/{task_id}/'])")
+    expect(row).to_contain_text("stalled")
