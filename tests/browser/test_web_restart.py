@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import socket
 import subprocess
 from collections.abc import Iterator
 
+import psycopg
 import pytest
 from playwright.sync_api import expect
 
@@ -15,16 +18,43 @@ from tests.browser.conftest import stream_text, upload
 from tests.browser.server import PYTHON, ROOT, LiveServer
 
 
+@pytest.fixture(params=["sqlite", "postgres+redis"])
+def engines(request) -> Iterator[dict]:
+    """The environment of a layout: the demo's SQLite, or PostgreSQL with Redis."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    try:
+        admin = psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True)
+        socket.create_connection(("127.0.0.1", 6379), timeout=2).close()
+    except (psycopg.Error, OSError):
+        pytest.skip("PostgreSQL and Redis are not running here")
+    name = f"reportline_web_restart_{os.getpid()}"
+    with admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"CREATE DATABASE {name}")
+        try:
+            yield {
+                "DATABASE_URL": f"postgres://postgres@127.0.0.1:5432/{name}",
+                "REDIS_URL": "redis://127.0.0.1:6379/0",
+            }
+        finally:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 @pytest.fixture
-def split_server(data_root, database_template) -> Iterator[tuple[LiveServer, subprocess.Popen]]:
+def split_server(
+    data_root, database_template, engines
+) -> Iterator[tuple[LiveServer, subprocess.Popen]]:
     """A web process with no embedded worker, and a reportworker beside it."""
     server = LiveServer(
-        data_root / "split",
-        database_from=database_template,
+        data_root / f"split-{len(engines)}",
+        database_from=None if engines else database_template,
         REPORTS_EMBEDDED_WORKER=0,
         REPORTS_SIMULATED_TTFT_S=0.2,
         REPORTS_SIMULATED_TOKENS_PER_S=30,
-        REPORTS_POLL_S=0.2,  # the in-memory layer cannot reach the worker: read the table
+        REPORTS_POLL_S=0.2,  # with the in-memory layer, the table is how news arrives
+        **engines,
     ).start()
     worker = subprocess.Popen(
         [str(PYTHON), "manage.py", "reportworker", "--slots", "1"],
