@@ -167,13 +167,19 @@ class TaskQuerySet(models.QuerySet):
             )
             if changed != 1:
                 return None
-            event = _write_event(task_id, event_type, data)
-            cancel = self.filter(pk=task_id).values_list("cancel_requested_at", flat=True)[0]
-            return event, cancel is not None
+            task = self.filter(pk=task_id).values(*_EVENT_FIELDS, "cancel_requested_at").get()
+            event = _write_event(task_id, event_type, data, task)
+            return event, task["cancel_requested_at"] is not None
 
 
-def _write_event(task_id, event_type: str, data: dict) -> Event:
-    task = Task.objects.filter(pk=task_id).values("last_seq", "attempt_count").get()
+_EVENT_FIELDS = ("last_seq", "attempt_count")
+
+
+def _write_event(task_id, event_type: str, data: dict, task: dict | None = None) -> Event:
+    """Insert the event numbered by the task's (just bumped) last_seq, in the caller's
+    transaction; `task` is its row's _EVENT_FIELDS when the caller already read them."""
+    if task is None:
+        task = Task.objects.filter(pk=task_id).values(*_EVENT_FIELDS).get()
     data = {"attempt": task["attempt_count"], **data}
     TaskEvent.objects.create(task_id=task_id, seq=task["last_seq"], type=event_type, data=data)
     return Event(task_id, task["last_seq"], event_type, data)
