@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 
 from asgiref.sync import sync_to_async
 from django.http import (
@@ -30,11 +29,7 @@ INCOMPLETE = {Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
 
 def owned_task(user, task_id: str) -> Task:
     """Return the caller's task, or raise the same 404 as for a task that does not exist."""
-    try:
-        uuid.UUID(str(task_id))
-    except ValueError:
-        raise ApiError(*NOT_FOUND) from None
-    task = Task.objects.for_user(user).filter(pk=task_id).first()
+    task = Task.objects.owned(user, task_id)
     if task is None:
         raise ApiError(*NOT_FOUND)
     return task

@@ -46,7 +46,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
         task_id = self.scope["url_route"]["kwargs"]["task_id"]
         task = None
         if after is not None:
-            task = await db(presentation.owned_task)(self.scope.get("user"), task_id)
+            task = await db(Task.objects.owned)(self.scope.get("user"), task_id)
         if task is None:
             # Closing before accepting refuses the handshake: nothing is sent, and a
             # foreign, missing or malformed task looks exactly the same.

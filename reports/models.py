@@ -107,6 +107,16 @@ class TaskQuerySet(models.QuerySet):
             return self.none()
         return self.filter(owner=user)
 
+    def owned(self, user, task_id) -> Task | None:
+        """Return the user's task, or None alike for a missing, foreign or non-UUID id."""
+        try:
+            uuid.UUID(str(task_id))
+        except ValueError:
+            return None
+        if user is None:
+            return None
+        return self.for_user(user).filter(pk=task_id).first()
+
     def live_leases(self) -> TaskQuerySet:
         return self.filter(status__in=LEASED, lease_expires_at__gt=Now())
 
@@ -266,8 +276,10 @@ class Task(models.Model):
 
     def queue_position(self) -> int | None:
         """Return 1 for the next task to be claimed in this lane, or None when not queued."""
-        if self.status != Status.QUEUED:
-            return None
+        return self.place_in_line() if self.status == Status.QUEUED else None
+
+    def place_in_line(self) -> int:
+        """Return 1 + the queued tasks of this lane that will be claimed before this one."""
         # Compared in the database, as stored: on SQLite a Python datetime has another
         # text form than Now() writes, and would compare wrongly within a millisecond.
         mine = Subquery(Task.objects.filter(pk=self.pk).values("created_at")[:1])

@@ -11,13 +11,12 @@ live stream then continues after that seq.
 from __future__ import annotations
 
 import statistics
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import DurationField, ExpressionWrapper, F, Q, Subquery
+from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 
 from reports.models import TERMINAL, Attempt, Status, Task, TaskEvent
@@ -85,35 +84,12 @@ UNKNOWN_OUTCOME = (
 )
 
 
-def owned_task(user, task_id) -> Task | None:
-    """Return the user's task, or None for a task that is missing, foreign or not a UUID."""
-    try:
-        uuid.UUID(str(task_id))
-    except ValueError:
-        return None
-    if user is None:
-        return None
-    return Task.objects.for_user(user).filter(pk=task_id).first()
-
-
 # --- status --------------------------------------------------------------------------
 
 
 def status_of(event_type: str, data: dict) -> str:
     """Return the task status an event announces (`status` events name it in data)."""
     return data.get("status", "") if event_type == "status" else event_type
-
-
-def queue_position(task: Task) -> int:
-    """Return 1 for the next task to be claimed in the task's lane.
-
-    Counted as `Task.queue_position` counts, whatever status the instance last saw.
-    """
-    # Compared in SQL, as stored: on SQLite a Python datetime parameter has another
-    # text form than Now() writes, and compares wrongly within a millisecond.
-    mine = Subquery(Task.objects.filter(pk=task.pk).values("created_at")[:1])
-    earlier = Q(created_at__lt=mine) | Q(created_at=mine, pk__lt=task.pk)
-    return Task.objects.filter(earlier, status=Status.QUEUED, lane=task.lane).count() + 1
 
 
 def estimated_wait_s(lane: str, position: int) -> float | None:
@@ -196,7 +172,7 @@ def status_context(task: Task, data: dict, *, has_text: bool = False) -> dict[st
 
 
 def _queued_detail(task: Task, data: dict, attempt: int) -> str:
-    position = queue_position(task)
+    position = task.place_in_line()
     wait = estimated_wait_s(task.lane, position)
     line = "next in line" if position == 1 else f"{ordinal(position)} in line"
     line += f", estimated wait {duration_words(wait)}" if wait is not None else ""
@@ -345,7 +321,7 @@ def home_rows(user, limit: int = 50) -> list[dict[str, Any]]:
     for task in tasks:
         detail = ""
         if task.status == Status.QUEUED:
-            detail = f"{ordinal(queue_position(task))} in line"
+            detail = f"{ordinal(task.place_in_line())} in line"
         elif task.status == Status.RUNNING:
             detail = f"attempt {task.attempt_count}"
         elif task.status == Status.FAILED:

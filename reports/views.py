@@ -12,6 +12,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from reports import presentation
+from reports.models import Task
 from reports.providers import SCENARIOS
 
 
@@ -40,7 +41,7 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def task(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
-    found = presentation.owned_task(request.user, task_id)
+    found = Task.objects.owned(request.user, task_id)
     if found is None:
         raise Http404("No such task.")
     response = render(request, "reports/task.html", presentation.page_context(found))

@@ -68,6 +68,10 @@ class SimulatedProvider(Provider):
         self.ttft_s = float(ttft_s)
         self.tokens_per_s = float(tokens_per_s)
 
+    def write(self, request: GenerationRequest) -> str:
+        """Return the whole report this provider streams for `request`."""
+        return write_report(request.documents, request.instructions)
+
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         scenario = request.scenario or "ok"
         if scenario not in SCENARIOS:
@@ -98,7 +102,7 @@ class SimulatedProvider(Provider):
         text = ""
         if scenario != "empty":
             # Off the event loop: a 200,000-character document takes a noticeable moment.
-            text = await asyncio.to_thread(write_report, request.documents, request.instructions)
+            text = await asyncio.to_thread(self.write, request)
         if scenario == "invalid":
             text = _unstructured(text)
         tokens = tokenize(text)

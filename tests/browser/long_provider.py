@@ -7,19 +7,8 @@ the browser tests need one past 50,000 at a high token rate.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-from reports.clock import Clock
-from reports.providers.base import (
-    Completed,
-    GenerationRequest,
-    Heartbeat,
-    Provider,
-    StreamItem,
-    TextDelta,
-    Usage,
-)
-from reports.providers.simulated import estimate_tokens, tokenize
+from reports.providers.base import GenerationRequest
+from reports.providers.simulated import SimulatedProvider
 
 
 def long_report(chars: int) -> str:
@@ -43,40 +32,14 @@ def long_report(chars: int) -> str:
     return "\n".join(parts)
 
 
-class LongReportProvider(Provider):
+class LongReportProvider(SimulatedProvider):
+    """The simulated provider's pacing, with a long report in place of the extract."""
+
     name = "long"
 
-    def __init__(
-        self,
-        *,
-        clock: Clock | None = None,
-        chars: int = 60_000,
-        tokens_per_s: float = 10_000,
-        ttft_s: float = 1.0,
-        **options,
-    ) -> None:
-        super().__init__(clock=clock, **options)
+    def __init__(self, *, chars: int = 60_000, **options) -> None:
+        super().__init__(**options)
         self.chars = int(chars)
-        self.tokens_per_s = float(tokens_per_s)
-        self.ttft_s = float(ttft_s)
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
-        yield Heartbeat()
-        text = long_report(self.chars)
-        # Time to first token: the page is connected before the text starts.
-        await self.clock.sleep(self.ttft_s)
-        start = self.clock.monotonic()
-        for index, token in enumerate(tokenize(text)):
-            ahead = start + index / self.tokens_per_s - self.clock.monotonic()
-            if ahead > 0.005:
-                await self.clock.sleep(ahead)
-            yield TextDelta(token)
-        yield Completed(
-            "stop",
-            Usage(
-                input_tokens=estimate_tokens(sum(len(d.text) for d in request.documents)),
-                output_tokens=estimate_tokens(len(text)),
-                source="estimate",
-            ),
-            request_id=f"long-{request.task_id[:8]}",
-        )
+    def write(self, request: GenerationRequest) -> str:
+        return long_report(self.chars)

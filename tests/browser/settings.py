@@ -14,3 +14,5 @@ REPORTS_PROVIDERS = {
         },
     },
 }
+# Room for the whole long report (about 20,000 simulated tokens) under the output cap.
+REPORTS_MAX_OUTPUT_TOKENS = 50_000

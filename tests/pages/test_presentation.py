@@ -17,8 +17,8 @@ pytestmark = pytest.mark.django_db
 def test_queue_position_counts_only_earlier_tasks_of_the_same_lane(alice_client):
     first = task_of(submit(alice_client))
     second = task_of(submit(alice_client))
-    assert presentation.queue_position(first) == 1
-    assert presentation.queue_position(second) == 2
+    assert first.place_in_line() == 1
+    assert second.place_in_line() == 2
     assert [first.queue_position(), second.queue_position()] == [1, 2]  # as the API says
 
 
