@@ -196,6 +196,9 @@ REPORTS_PROVIDERS = {
         },
     },
 }
+# The model a report is written by; with the prompt version it decides whether an earlier
+# report of the same documents can be offered again.
+REPORTS_MODEL = env_str("REPORTS_MODEL", "extractive" if REPORTS_PROVIDER == "simulated" else "")
 REPORTS_ALLOW_SCENARIOS = env_bool("REPORTS_ALLOW_SCENARIOS", DEBUG)
 REPORTS_MAX_FILE_MB = env_number("REPORTS_MAX_FILE_MB", 10, minimum=0.001)
 REPORTS_MAX_REQUEST_MB = env_number("REPORTS_MAX_REQUEST_MB", 25, minimum=0.001)
