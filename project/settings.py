@@ -86,6 +86,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+MIDDLEWARE.insert(0, "reports.middleware.RequestContextMiddleware")  # request id, version
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"
@@ -174,13 +175,15 @@ SECURE_CSP = {
     "frame-ancestors": [CSP.NONE],
 }
 
+# One JSON object a line (reports/logs.py; the fields are listed in docs/observability.md).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"json": {"()": "reports.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "loggers": {
-        "reports": {"handlers": ["console"], "level": env_str("REPORTS_LOG_LEVEL", "INFO")}
+        "reports": {"handlers": ["console"], "level": env_str("REPORTS_LOG_LEVEL", "INFO")},
+        "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
 
@@ -222,3 +225,9 @@ REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
 REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
+
+# --- Observability (docs/observability.md) -----------------------------------------------
+APP_VERSION = env_str("APP_VERSION")  # unset: the package version + the git commit
+REPORTS_OTEL = env_bool("REPORTS_OTEL", False)  # OpenTelemetry tracing; needs the otel extra
+REPORTS_METRICS_TOKEN = env_str("REPORTS_METRICS_TOKEN")  # bearer token for /metrics
+REPORTS_LATENCY_SMALL_SAMPLE = env_int("REPORTS_LATENCY_SMALL_SAMPLE", 20, minimum=1)

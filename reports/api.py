@@ -16,7 +16,7 @@ from django.http import (
 from django.http.request import RawPostDataException
 from django.urls import reverse
 
-from reports import storage, submissions
+from reports import storage, submissions, tracing
 from reports.auth import NOT_FOUND, ApiError, api_view, authenticate
 from reports.leases import attempt_text
 from reports.models import Status, Task
@@ -126,7 +126,8 @@ def tasks(request: HttpRequest, user) -> JsonResponse:
 
 
 def create_task(request: HttpRequest, user) -> JsonResponse:
-    task, replayed = submissions.submit(user, submissions.read_submission(request))
+    with tracing.admission(request):
+        task, replayed = submissions.submit(user, submissions.read_submission(request))
     task.refresh_from_db()
     response = JsonResponse(task_body(task), status=200 if replayed else 201)
     response["Location"] = f"/api/tasks/{task.pk}"

@@ -14,7 +14,18 @@ from django.db import connection, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Coalesce, Now
 
-from reports.models import CLAIM_ORDER, LEASED, Attempt, Event, Status, Task, TaskEvent, db_now_plus
+from reports.models import (
+    CLAIM_ORDER,
+    LEASED,
+    TERMINAL,
+    Attempt,
+    Event,
+    Status,
+    Task,
+    TaskEvent,
+    db_now_plus,
+)
+from reports.task_logs import log_reaped, log_task_ended
 
 # Any fixed number: every claimer takes the same PostgreSQL advisory lock.
 CLAIM_LOCK = 7_240_501
@@ -34,6 +45,12 @@ class Claim:
     created_at: datetime
     claimed_at: datetime
     events: tuple[Event, ...]
+    # Where the task's logs and trace join (the creating request), and since when this
+    # attempt waited: the submit for the first, the previous attempt's end for a retry.
+    request_id: str = ""
+    trace_id: str = ""
+    traceparent: str = ""
+    queued_since: datetime | None = None
 
     @property
     def age_at_claim_s(self) -> float:
@@ -93,8 +110,15 @@ def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
         attempt = Attempt.objects.create(
             task_id=task.pk, number=number, epoch=epoch, worker_id=worker_id
         )
-        task = Task.objects.only("lane", "created_at", "claimed_at").get(pk=task.pk)
+        task = Task.objects.only(
+            "lane", "created_at", "claimed_at", "request_id", "trace_id", "traceparent"
+        ).get(pk=task.pk)
         attempt.refresh_from_db(fields=["started_at"])
+        previous_end = (
+            Attempt.objects.filter(task_id=task.pk, number=number - 1)
+            .values_list("ended_at", flat=True)
+            .first()
+        )
         return Claim(
             task.pk,
             attempt.pk,
@@ -104,6 +128,10 @@ def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
             task.created_at,
             attempt.started_at,
             (event,),
+            request_id=task.request_id,
+            trace_id=task.trace_id,
+            traceparent=task.traceparent,
+            queued_since=previous_end or task.created_at,
         )
 
 
@@ -167,6 +195,14 @@ def _reap(task: Task) -> list[Event]:
         )
         if event is None:
             return []
+        attempt_id = (
+            Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
+            .values_list("pk", flat=True)
+            .first()
+        )
+        transaction.on_commit(lambda: log_reaped(task.pk, attempt_id, task.attempt_count, to))
+        if to in TERMINAL:
+            transaction.on_commit(lambda: log_task_ended(task.pk))
         Attempt.objects.filter(task_id=task.pk, number=task.attempt_count).update(
             status=(
                 Attempt.Outcome.RECONCILIATION_REQUIRED

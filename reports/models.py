@@ -230,6 +230,12 @@ class Task(models.Model):
     result_bytes = models.PositiveIntegerField(null=True, blank=True)
     report_html = models.TextField(blank=True)
 
+    # --- observability: the creating request and the task's trace, so a worker's log
+    # lines and spans join the web request's (docs/observability.md).
+    request_id = models.CharField(max_length=128, blank=True)
+    trace_id = models.CharField(max_length=32, blank=True)
+    traceparent = models.CharField(max_length=55, blank=True)
+
     objects = TaskQuerySet.as_manager()
 
     class Meta:
@@ -295,6 +301,7 @@ class Task(models.Model):
         and a task that reached `finalizing` completes.
         """
         from reports import broadcast, notify
+        from reports.task_logs import log_task_ended
 
         while True:
             self.refresh_from_db(fields=["status"])
@@ -309,6 +316,7 @@ class Task(models.Model):
                 )
                 if event is not None:
                     broadcast.publish_sync([event])
+                    log_task_ended(self.pk)
                     return True
             elif self.status in LEASED:
                 asked = Task.objects.filter(pk=self.pk, status__in=LEASED).update(

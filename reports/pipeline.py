@@ -18,12 +18,14 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Coalesce, Now
 
-from reports import broadcast, notify, rendering, storage
+from reports import broadcast, notify, rendering, storage, tracing
 from reports.clock import Clock
 from reports.leases import Claim, LeaseLost
-from reports.models import Attempt, Event, Status, Task, db_now_plus
+from reports.logs import log_event
+from reports.models import TERMINAL, Attempt, Event, Status, Task, db_now_plus
 from reports.parsers.base import ParseError
 from reports.preparation import build_request, load_documents
+from reports.prompts import PROMPT_VERSION
 from reports.providers.base import (
     Completed,
     GenerationRequest,
@@ -34,6 +36,7 @@ from reports.providers.base import (
     TextDelta,
     Usage,
 )
+from reports.task_logs import log_task_ended
 from reports.validation import validate_report
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,13 @@ FLUSH_INTERVAL_S = 0.1  # coalesce provider deltas into one event about this oft
 FLUSH_CHARS = 400  # …or once this many characters are waiting
 _END = object()  # the provider's stream ended
 _WAKE = object()  # a stop was requested
+ATTEMPT_STATUS = {  # the task status an attempt ends in → the attempt's own outcome
+    Status.QUEUED: Attempt.Outcome.RETRY_SCHEDULED,
+    Status.SUCCEEDED: Attempt.Outcome.SUCCEEDED,
+    Status.FAILED: Attempt.Outcome.FAILED,
+    Status.CANCELLED: Attempt.Outcome.CANCELLED,
+    Status.RECONCILIATION_REQUIRED: Attempt.Outcome.RECONCILIATION_REQUIRED,
+}
 
 
 @dataclass
@@ -97,9 +107,7 @@ class AttemptRun:
                 await self._end(outcome)
             return outcome.status
         except LeaseLost:
-            log.warning(
-                "task %s attempt %s lost its lease; stopping", self.task_id, self.claim.number
-            )
+            log_event(log, "attempt.lease_lost", logging.WARNING, status="lease_lost")
             return "lease_lost"
         finally:
             notify.unsubscribe(self.task_id)
@@ -214,6 +222,8 @@ class AttemptRun:
                 self._last_text_at = now
                 if self.first_text_ms is None:
                     self.first_text_ms = round((now - self.started) * 1000, 1)
+                    log_event(log, "attempt.first_text", first_text_ms=self.first_text_ms)
+                    tracing.event("first text", first_text_ms=self.first_text_ms)
                 if not self._pending:
                     self._pending_since = now
                 self._pending.append(item.text)
@@ -334,17 +344,42 @@ class AttemptRun:
         if event is None:
             raise LeaseLost(self.task_id)
         await broadcast.publish([event])
+        self._log_end(outcome)
+        if outcome.status in TERMINAL:
+            await db(log_task_ended)(self.task_id)
+
+    def _log_end(self, outcome: Outcome) -> None:
+        usage = {
+            "input_tokens": self.usage.input_tokens,
+            "output_tokens": self.usage.output_tokens,
+            "cached_tokens": self.usage.cached_tokens,
+            "usage_source": self.usage.source,
+        }
+        log_event(
+            log,
+            "attempt.ended",
+            attempt=self.claim.number,
+            status=ATTEMPT_STATUS[outcome.status],
+            task_status=outcome.status,
+            error_type=outcome.error_type or None,
+            retry_after_s=outcome.retry_after_s,
+            first_text_ms=self.first_text_ms,
+            duration_ms=round((self.clock.monotonic() - self.started) * 1000, 1),
+            stage_ms=self.stage_ms,
+            **usage,
+            model=settings.REPORTS_MODEL,
+            prompt_version=PROMPT_VERSION,
+            provider_request_id=self.request_id or None,
+        )
+        tracing.annotate(
+            **{"reportline.status": outcome.status, "reportline.error_type": outcome.error_type},
+            **{f"gen_ai.usage.{k}": v for k, v in usage.items() if k.endswith("tokens")},
+        )
 
     def _write_end(self, outcome: Outcome, task_fields: dict) -> Event | None:
         text = "".join(self.text)
         partial = bool(text)
-        attempt_status = {
-            Status.QUEUED: Attempt.Outcome.RETRY_SCHEDULED,
-            Status.SUCCEEDED: Attempt.Outcome.SUCCEEDED,
-            Status.FAILED: Attempt.Outcome.FAILED,
-            Status.CANCELLED: Attempt.Outcome.CANCELLED,
-            Status.RECONCILIATION_REQUIRED: Attempt.Outcome.RECONCILIATION_REQUIRED,
-        }[outcome.status]
+        attempt_status = ATTEMPT_STATUS[outcome.status]
         if outcome.status == Status.SUCCEEDED:
             event = ("succeeded", {"result_id": str(task_fields["result_id"])})
         elif outcome.status == Status.QUEUED:
@@ -404,10 +439,20 @@ class AttemptRun:
 class _StageTimer:
     def __init__(self, run: AttemptRun, stage: str) -> None:
         self.run, self.stage = run, stage
+        self.span = tracing.stage(stage)
 
     def __enter__(self) -> None:
+        self.span.__enter__()
         self.start = self.run.clock.monotonic()
 
     def __exit__(self, *exc) -> None:
-        elapsed = (self.run.clock.monotonic() - self.start) * 1000
-        self.run.stage_ms[self.stage] = round(elapsed, 1)
+        elapsed = round((self.run.clock.monotonic() - self.start) * 1000, 1)
+        self.run.stage_ms[self.stage] = elapsed
+        log_event(
+            log,
+            "stage.ended",
+            stage=self.stage,
+            status="raised" if exc[0] else "ok",
+            duration_ms=elapsed,
+        )
+        self.span.__exit__(*exc)

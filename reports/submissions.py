@@ -7,6 +7,7 @@ rejected upload leaves nothing behind.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -14,7 +15,7 @@ from pathlib import PurePath
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from reports import notify, storage, wakeups
+from reports import logs, notify, storage, tracing, wakeups
 from reports.auth import MB, ApiError
 from reports.models import Document, Lane, Status, Task
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
@@ -22,6 +23,7 @@ from reports.parsers.base import InvalidContent, UnsupportedContent
 from reports.providers import SCENARIOS
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,16 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
         storage.delete_uploads(names)
         raise
     transaction.on_commit(lambda: notify.notify(notify.NEW_TASK))
+    logs.log_event(
+        log,
+        "task.admitted",
+        task_id=str(task.pk),
+        trace_id=task.trace_id,
+        status=task.status,
+        lane=task.lane,
+        files=len(submission.uploads),
+        input_bytes=task.input_bytes,
+    )
     return task, False
 
 
@@ -178,6 +190,7 @@ def _replay(user, submission: Submission) -> Task | None:
 def _admit() -> None:
     queued = Task.objects.filter(status=Status.QUEUED).count()
     if queued >= settings.REPORTS_QUEUE_LIMIT:
+        logs.log_event(log, "task.refused", logging.WARNING, error_type="queue_full", queued=queued)
         raise ApiError(
             429,
             "queue_full",
@@ -203,6 +216,7 @@ def _create(user, submission: Submission, storage_names: list[str]) -> Task:
         idempotency_key=submission.idempotency_key,
         content_sha256=submission.fingerprint,
         input_bytes=size,
+        **tracing.task_trace_fields(),
     )
     Document.objects.bulk_create(
         Document(

@@ -17,11 +17,12 @@ from asgiref.sync import sync_to_async as db
 from django.conf import settings
 from django.db import close_old_connections
 
-from reports import broadcast, leases, notify, wakeups
+from reports import broadcast, leases, logs, notify, tracing, wakeups
 from reports.clock import Clock
 from reports.pipeline import AttemptRun
 from reports.providers import get_provider
 from reports.providers.base import Provider
+from reports.task_logs import log_claimed
 
 log = logging.getLogger(__name__)
 
@@ -131,17 +132,23 @@ class Supervisor:
             self.listening.clear()
 
     async def _run(self, run: AttemptRun) -> str:
+        claim = run.claim
+        with (
+            logs.bound(
+                task_id=claim.task_id,
+                attempt_id=claim.attempt_id,
+                request_id=claim.request_id,
+                trace_id=claim.trace_id,
+            ),
+            tracing.attempt(claim),
+        ):
+            log_claimed(claim)
+            return await self._run_bound(run)
+
+    async def _run_bound(self, run: AttemptRun) -> str:
         heartbeat = asyncio.create_task(self._heartbeat(run))
         try:
-            status = await run.run()
-            log.info(
-                "task %s attempt %s ended %s stages=%s",
-                run.task_id,
-                run.claim.number,
-                status,
-                run.stage_ms,
-            )
-            return status
+            return await run.run()
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)

@@ -1,0 +1,69 @@
+"""The log lines of a task's life that need its row: claim and end, with their timings."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from reports.logs import log_event
+from reports.models import Task
+
+if TYPE_CHECKING:
+    from reports.leases import Claim
+
+log = logging.getLogger("reports.tasks")
+
+
+def ms_between(start, end) -> float | None:
+    if start is None or end is None:
+        return None
+    return round((end - start).total_seconds() * 1000, 1)
+
+
+def log_claimed(claim: Claim) -> None:
+    log_event(
+        log,
+        "attempt.claimed",
+        attempt=claim.number,
+        lane=claim.lane,
+        status="running",
+        # queue_ms is the task's (submit → first claim); wait_ms this attempt's own wait.
+        queue_ms=ms_between(claim.created_at, claim.claimed_at) if claim.number == 1 else None,
+        wait_ms=ms_between(claim.queued_since, claim.claimed_at),
+    )
+
+
+def log_task_ended(task_id) -> None:
+    """Log `task.ended` for a task that just reached a terminal status."""
+    task = Task.objects.defer("report_html", "instructions").get(pk=task_id)
+    log_event(
+        log,
+        "task.ended",
+        task_id=str(task.pk),
+        trace_id=task.trace_id,
+        request_id=task.request_id,
+        status=task.status,
+        error_type=task.error_type or None,
+        lane=task.lane,
+        attempts=task.attempt_count,
+        queue_ms=task.queue_ms,
+        first_text_ms=task.first_text_ms,
+        duration_ms=task.duration_ms,
+        result_id=str(task.result_id) if task.result_id else None,
+        cost_status=getattr(task, "cost_status", "none"),
+    )
+
+
+def log_reaped(task_id, attempt_id, number: int, to: str) -> None:
+    """Log the end of an attempt whose worker stopped answering (and the task's, if it ended)."""
+    log_event(
+        log,
+        "attempt.ended",
+        task_id=str(task_id),
+        attempt_id=str(attempt_id),
+        attempt=number,
+        status="interrupted",
+        task_status=to,
+        error_type="worker_lost",
+        usage_source="missing",
+    )
