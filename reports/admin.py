@@ -15,12 +15,13 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from reports import storage
+from reports.admin_timing import TimingAdminMixin
+from reports.latency import STAGES
 from reports.models import LEASED, ApiToken, Attempt, Document, Status, Task, TaskEvent
 from reports.reconciliation import ResolutionRefused, resolve_reconciliation
 
 EVENTS_SHOWN = 200
 PREVIEW_CHARS = 200
-STAGES = ("parse", "prepare", "generate", "validate", "render", "save")
 
 
 def format_ms(ms: float | None) -> str:
@@ -174,7 +175,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
 
 @admin.register(Task)
-class TaskAdmin(UuidSearchMixin, ReadOnlyAdmin):
+class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     list_display = (
         "id",
         "owner",
@@ -194,7 +195,7 @@ class TaskAdmin(UuidSearchMixin, ReadOnlyAdmin):
     search_help_text = "A task id (exact) or an owner's username."
     date_hierarchy = "created_at"
     inlines = (DocumentInline, AttemptInline, EventInline)
-    actions = ("cancel_tasks", "requeue_reconciled", "fail_reconciled")
+    actions = ("cancel_tasks", "requeue_reconciled", "fail_reconciled", "compare_tasks")
     fieldsets = (
         (
             None,
@@ -230,7 +231,7 @@ class TaskAdmin(UuidSearchMixin, ReadOnlyAdmin):
             },
         ),
         ("Error", {"fields": ("error_type", "error_message")}),
-        ("Timings", {"fields": ("timings",)}),
+        ("Timings", {"fields": ("timings", "waterfall")}),
         ("Result", {"fields": ("result_id", "result_sha256", "result_bytes", "report_link")}),
     )
     readonly_fields = tuple(f for _, spec in fieldsets for f in spec["fields"])

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from reports import api
+from reports import api, ops
 
 urlpatterns = [
     path("api/tasks", api.tasks, name="api-tasks"),
@@ -9,4 +9,8 @@ urlpatterns = [
     path("api/tasks/<str:task_id>/cancel", api.cancel, name="api-task-cancel"),
     path("api/tasks/<str:task_id>/result", api.result, name="api-task-result"),
     path("api/tasks/<str:task_id>/timing", api.timing, name="api-task-timing"),
+    # observability (docs/observability.md)
+    path("version", ops.version, name="version"),
+    path("metrics", ops.metrics_view, name="metrics"),
+    path("staff/latency/", ops.latency_page, name="staff-latency"),
 ]
