@@ -143,7 +143,7 @@ def default_trio(lane: str | None = None) -> list[Task]:
     recent.sort(key=lambda t: t.duration_ms or 0)
     trio = []
     if recent:
-        trio.append(recent[len(recent) // 2])
+        trio.append(recent[(len(recent) - 1) // 2])  # the lower median
         if len(recent) > 1:
             trio.append(recent[-1])
     failed = (
