@@ -91,6 +91,7 @@ class TimingAdminMixin:
                 "roles": ROLES,
                 "problems": problems,
                 "legend": legend(),
+                "is_nav_sidebar_enabled": False,  # the charts need the width
             },
         )
 

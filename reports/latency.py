@@ -27,11 +27,11 @@ WINDOWS = {
     "all": ("all time", None),
 }
 DEFAULT_WINDOW = "24h"
-TASK_METRICS = (
-    ("queue", "Queue: submit → first claim"),
-    ("first_text", "First text, backend: submit → first text"),
-    ("frontend_first_text", "First text, browser: submit → text on screen"),
-    ("total", "Total: submit → saved (or ended)"),
+TASK_METRICS = (  # key, short label (charts), what it measures (tables)
+    ("queue", "Queue", "submit → first claim"),
+    ("first_text", "First text, backend", "submit → first text written"),
+    ("frontend_first_text", "First text, browser", "submit → first text on the page"),
+    ("total", "Total", "submit → result saved (or the task ended)"),
 )
 
 
@@ -51,8 +51,8 @@ class Figures:
     window: str
     tasks: int  # created in the window
     ended: int
-    task_metrics: list[tuple[str, str, Summary]]  # key, label, summary
-    stage_metrics: list[tuple[str, str, Summary]]
+    task_metrics: list[tuple[str, str, str, Summary]]  # key, label, what it measures, summary
+    stage_metrics: list[tuple[str, str, str, Summary]]
     rates: list[Rate]
 
 
@@ -71,7 +71,7 @@ def tasks_in(window: str):
 def figures(window: str) -> Figures:
     """Return the page's figures for tasks created in `window` (a key of WINDOWS)."""
     small = settings.REPORTS_LATENCY_SMALL_SAMPLE
-    samples: dict[str, list[Sample]] = {key: [] for key, _ in TASK_METRICS}
+    samples: dict[str, list[Sample]] = {key: [] for key, *_ in TASK_METRICS}
     counts = {"ended": 0, "failed": 0, "cancelled": 0, "timed_out": 0, "reconciliation": 0}
     tasks = tasks_in(window)
     rows = tasks.values_list(
@@ -112,10 +112,11 @@ def figures(window: str) -> Figures:
         tasks=total,
         ended=ended,
         task_metrics=[
-            (key, label, summarize(samples[key], small_below=small)) for key, label in TASK_METRICS
+            (key, label, measures, summarize(samples[key], small_below=small))
+            for key, label, measures in TASK_METRICS
         ],
         stage_metrics=[
-            (stage, stage, summarize(found, small_below=small))
+            (stage, stage, "per ended attempt", summarize(found, small_below=small))
             for stage, found in _stage_samples(tasks).items()
         ],
         rates=[

@@ -79,11 +79,12 @@ def latency_page(request: HttpRequest) -> HttpResponse:
             "windows": [(key, label) for key, (label, _) in latency.WINDOWS.items()],
             "window_label": latency.WINDOWS[window][0],
             "small_below": settings.REPORTS_LATENCY_SMALL_SAMPLE,
+            "is_nav_sidebar_enabled": False,  # the charts need the width
             "task_chart": charts.percentile_chart(
-                [(label, s) for _, label, s in figures.task_metrics], "Task latency percentiles"
+                [(label, s) for _, label, _, s in figures.task_metrics], "Task latency percentiles"
             ),
             "stage_chart": charts.percentile_chart(
-                [(label, s) for _, label, s in figures.stage_metrics], "Stage percentiles"
+                [(label, s) for _, label, _, s in figures.stage_metrics], "Stage percentiles"
             ),
             "task_rows": _rows(figures.task_metrics),
             "stage_rows": _rows(figures.stage_metrics),
@@ -95,6 +96,7 @@ def _rows(metrics_: list) -> list[dict]:
     return [
         {
             "label": label,
+            "measures": measures,
             "count": s.count,
             "censored": s.censored,
             "small": s.small,
@@ -102,5 +104,5 @@ def _rows(metrics_: list) -> list[dict]:
             "p95": charts.format_figure(s[95]),
             "p99": charts.format_figure(s[99]),
         }
-        for _, label, s in metrics_
+        for _, label, measures, s in metrics_
     ]

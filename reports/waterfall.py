@@ -54,10 +54,7 @@ def task_waterfall(task: Task) -> TaskWaterfall:
     for attempt in attempts:
         start = _ms(t0, attempt.started_at)
         wait_label = "queue" if attempt.number == 1 else "wait before retry"
-        row = Row(
-            f"attempt {attempt.number} · {attempt.status}"
-            + (f" · {attempt.error_type}" if attempt.error_type else "")
-        )
+        row = Row(f"attempt {attempt.number} · {attempt.error_type or attempt.status}")
         row.segments.append(
             Segment(
                 "queue",

@@ -46,7 +46,7 @@ def test_the_waterfall_shows_each_attempt_of_a_retried_task(admin_client, alice)
     html = admin_client.get(f"/admin/reports/task/{task.pk}/change/").content.decode()
     waterfall = html.split("data-waterfall", 1)[1].split("</svg>", 1)[0]
     assert rows_of(waterfall) == [
-        "attempt 1 · retry_scheduled · rate_limited",
+        "attempt 1 · rate_limited",
         "attempt 2 · succeeded",
     ]
     for kind in ("queue", "parse", "prepare", "generate", "validate", "render", "save"):

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 def summary(figures, key):
-    return {k: s for k, _, s in figures.task_metrics + figures.stage_metrics}[key]
+    return {k: s for k, _, _, s in figures.task_metrics + figures.stage_metrics}[key]
 
 
 def test_percentiles_count_timeouts_at_their_end(alice):
@@ -37,7 +37,7 @@ def test_percentiles_count_timeouts_at_their_end(alice):
     assert summary(figures, "queue")[50].ms == 100
     generate = summary(figures, "generate")
     assert generate.count == 4 and generate.censored == 1  # cut short by the timeout
-    assert all(s.small for _, _, s in figures.task_metrics)  # 4 < 20
+    assert all(s.small for *_, s in figures.task_metrics)  # 4 < 20
 
 
 def test_rates_have_their_denominators(alice):
