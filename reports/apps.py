@@ -1,6 +1,19 @@
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 
 
 class ReportsConfig(AppConfig):
     name = "reports"
     verbose_name = "Reports"
+
+    def ready(self) -> None:
+        from django.conf import settings
+
+        if settings.REPORTS_OTEL:
+            try:
+                import reports.otel  # noqa: F401 (fail at start-up, not at the first span)
+            except ImportError as exc:
+                raise ImproperlyConfigured(
+                    "REPORTS_OTEL is on but OpenTelemetry is not installed: "
+                    "install the 'otel' extra (pip install 'reportline[otel]')."
+                ) from exc

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 
+from django.core.exceptions import ImproperlyConfigured
 from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -35,7 +36,13 @@ def _default_provider() -> trace.TracerProvider:
     current = trace.get_tracer_provider()
     if not isinstance(current, trace.ProxyTracerProvider):
         return current
-    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            "REPORTS_OTEL is on and no tracer provider was installed, so spans would go over "
+            "OTLP/HTTP, but its exporter is missing: install the 'otel' extra."
+        ) from exc
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor

@@ -10,11 +10,13 @@ from importlib.metadata import PackageNotFoundError, version
 from django.conf import settings
 
 
-@functools.cache
 def app_version() -> str:
     """Return e.g. '0.1.0+g1a2b3c4'; `settings.APP_VERSION` wins when set."""
-    if settings.APP_VERSION:
-        return settings.APP_VERSION
+    return settings.APP_VERSION or _built_version()
+
+
+@functools.cache
+def _built_version() -> str:
     try:
         number = version("reportline")
     except PackageNotFoundError:
