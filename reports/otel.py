@@ -71,7 +71,10 @@ def current_span():
 
 
 def current_traceparent() -> str:
+    """Return the current span's W3C traceparent, or "" outside any span."""
     ctx = trace.get_current_span().get_span_context()
+    if not ctx.is_valid:
+        return ""
     return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{int(ctx.trace_flags):02x}"
 
 

@@ -65,9 +65,13 @@ def admission(request):
 
 
 def task_trace_fields() -> dict[str, str]:
-    """Return the request id, trace id and `traceparent` a new task stores."""
-    if enabled():
-        traceparent = _otel().current_traceparent()
+    """Return the request id, trace id and `traceparent` a new task stores.
+
+    Inside the admission span, its own; otherwise (tracing off, or a task created
+    outside a request) the bound trace id, or a new one, with a new span id.
+    """
+    traceparent = _otel().current_traceparent() if enabled() else ""
+    if traceparent:
         trace_id = TRACEPARENT.fullmatch(traceparent)[1]
     else:
         trace_id = logs.current("trace_id") or new_trace_id()

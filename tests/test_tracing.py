@@ -77,6 +77,15 @@ def test_a_request_without_traceparent_starts_a_new_trace(alice_client, worker, 
     assert found["attempt"].context.trace_id == found["admission"].context.trace_id
 
 
+def test_a_task_created_outside_a_request_still_has_one_trace(make_task, worker, spans):
+    task = make_task()
+    assert len(task.trace_id) == 32 and task.trace_id != "0" * 32
+    run_all(worker)
+    traced = {s.context.trace_id for s in spans.get_finished_spans()}
+    assert traced == {int(task.trace_id, 16)}
+    assert by_name(spans)["attempt"].parent.span_id == int(task.traceparent.split("-")[2], 16)
+
+
 def test_a_retry_is_a_second_attempt_in_the_same_trace(alice_client, scripted_worker, spans):
     from reports.providers.base import ProviderError, Retry
     from tests.conftest import whole_report
