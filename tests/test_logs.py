@@ -153,3 +153,27 @@ def test_plain_log_calls_carry_the_bound_ids_and_exceptions(logged):
     assert plain["event"] == "plain message" and plain["task_id"] == "t-1"
     assert "ValueError: boom" in broke["exc"] and broke["attempt_id"] == "a-1"
     assert "task_id" not in outside and outside["status"] == "ok"
+
+
+def test_a_lost_worker_is_logged_by_the_reaper(
+    make_task, settings, logged, django_capture_on_commit_callbacks
+):
+    from reports.leases import claim_next_task, reap_expired_leases
+    from reports.models import Task
+
+    settings.REPORTS_MAX_ATTEMPTS = 2
+    task = make_task()
+    claimed = []
+    for _ in range(2):
+        claimed.append(claim_next_task("w"))
+        Task.objects.filter(pk=task.pk).update(lease_expires_at=task.created_at)
+        with django_capture_on_commit_callbacks(execute=True):
+            reap_expired_leases()
+    lines = [line for line in lines_of(logged) if line["event"].endswith(".ended")]
+    assert [(line["event"], line.get("attempt_id"), line["status"]) for line in lines] == [
+        ("attempt.ended", str(claimed[0].attempt_id), "interrupted"),
+        ("attempt.ended", str(claimed[1].attempt_id), "interrupted"),
+        ("task.ended", None, "failed"),
+    ]
+    assert lines[0]["task_status"] == "queued" and lines[1]["task_status"] == "failed"
+    assert lines[2]["error_type"] == "worker_lost" and lines[2]["task_id"] == str(task.pk)
