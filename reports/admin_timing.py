@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from reports.latency import STAGES
-from reports.models import Task
+from reports.models import Status, Task
 from reports.waterfall import compare, default_trio, task_waterfall
 
 ROLES = ("normal", "slow", "failed")
@@ -36,10 +36,13 @@ class TimingAdminMixin:
 
     @admin.action(description="Compare side by side (select 3: normal, slow, failed)")
     def compare_tasks(self, request, queryset):
-        ids = list(queryset.order_by("created_at").values_list("pk", flat=True)[:4])
-        if len(ids) != 3:
+        tasks = list(queryset.defer("report_html", "instructions")[:4])
+        if len(tasks) != 3:
             self.message_user(request, "Select exactly three tasks to compare.", messages.WARNING)
             return None
+        # Succeeded ones first, the faster as the baseline: normal, slow, then the failed.
+        tasks.sort(key=lambda t: (t.status != Status.SUCCEEDED, t.duration_ms or 0))
+        ids = [t.pk for t in tasks]
         query = urlencode([("task", str(i)) for i in ids])
         return HttpResponseRedirect(f"{reverse('admin:reports_task_compare')}?{query}")
 
