@@ -42,6 +42,8 @@ OVERLOADED = frozenset({503, 529})
 # cap or quota is used up: waiting does not help.
 SPEND_CAP_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
 DETAIL_CHARS = 300
+# Timeouts that mean the request never left: safe to try again.
+NOT_SENT = (httpx2.ConnectTimeout, httpx2.PoolTimeout)
 
 
 class OpenAIProvider(Provider):
@@ -102,7 +104,13 @@ class OpenAIProvider(Provider):
                 )
             except openai.APIStatusError as exc:
                 raise self._status_error(exc) from None
-            except openai.APITimeoutError:
+            except openai.APITimeoutError as exc:
+                if isinstance(exc.__cause__, NOT_SENT):
+                    raise ProviderError(
+                        "provider_error",
+                        f"Could not connect to the provider at {self.base_url} in time.",
+                        retry=Retry.RETRYABLE,
+                    ) from None
                 # No error type: the outcome is unknown, not a failure (as when the
                 # runner's own response clock runs out first).
                 raise ProviderError(

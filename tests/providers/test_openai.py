@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import socket
 from dataclasses import dataclass, field
 
 import pytest
@@ -406,3 +407,27 @@ def test_retry_after_is_read_in_seconds_milliseconds_or_as_a_date():
     assert 25 <= from_date <= 31
     assert retry_after_s({"retry-after": "soon"}) is None
     assert retry_after_s({}) is None
+
+
+async def test_a_connect_timeout_is_retryable_for_the_request_never_left(settings):
+    # A listener that never accepts: its backlog fills and connects hang.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(8):  # fill the backlog so the next connect cannot complete
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        point_at(settings, f"http://127.0.0.1:{port}/v1", connect_timeout_s=0.3)
+        items, exc = await items_or_error(get_provider("openai"))
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+    assert items == []
+    assert (exc.retry, exc.error_type) == (Retry.RETRYABLE, "provider_error")
+    assert "Could not connect to the provider" in exc.message and "in time" in exc.message
