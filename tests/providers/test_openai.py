@@ -150,6 +150,20 @@ CASES = {
         attempts=1,
         usage_source="missing",
     ),
+    "403": case(
+        error(403, "You are not allowed to sample from this model.", code="model_not_allowed"),
+        status="failed",
+        error_type="provider_auth",
+        attempts=1,
+        usage_source="missing",
+    ),
+    "429 asking to wait longer than allowed": case(
+        error(429, "Rate limit reached.", **{"retry-after": "3600"}),
+        status="failed",
+        error_type="rate_limited",
+        attempts=1,
+        usage_source="missing",
+    ),
     "spend-cap 429": case(
         error(429, "You exceeded your current quota.", code="insufficient_quota"),
         status="failed",
