@@ -149,6 +149,12 @@ class OpenAIProvider(Provider):
             except openai.APIError as exc:
                 if finish_reason is None:  # after the completion signal, a lost tail is harmless
                     raise self._broken_stream(exc, request_id) from None
+            except ValueError as exc:  # an event that is not JSON: not a server we understand
+                raise ProviderError(
+                    "provider_error",
+                    f"The provider sent a malformed stream: {exc}.",
+                    request_id=request_id,
+                ) from None
             if finish_reason is not None:
                 yield Completed(finish_reason, usage, request_id=request_id)
             # No finish_reason: the stream simply ended, and the runner calls it truncated.

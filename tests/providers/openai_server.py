@@ -37,8 +37,8 @@ class Reply:
 
     `end` says how a 200 stream ends: `done` (`data: [DONE]`, then a clean end), `eof`
     (a clean end without `[DONE]`), `drop` (the connection closes mid-body), `hang`
-    (nothing more is sent; the connection stays open). `silent` sends no response at
-    all, not even headers.
+    (nothing more is sent; the connection stays open), `garbage` (an event that is not
+    JSON, then a clean end). `silent` sends no response at all, not even headers.
     """
 
     status: int = 200
@@ -188,9 +188,11 @@ class OpenAIServer:
         for event in events:
             await self._send_chunk(writer, f"data: {json.dumps(event)}\n\n")
         self.streaming.set()
+        if reply.end == "garbage":
+            await self._send_chunk(writer, 'data: {"id": "chatcmpl-broken", "choi\n\n')
         if reply.end == "done":
             await self._send_chunk(writer, "data: [DONE]\n\n")
-        if reply.end in ("done", "eof"):
+        if reply.end in ("done", "eof", "garbage"):
             writer.write(b"0\r\n\r\n")
             await writer.drain()
         elif reply.end == "hang":

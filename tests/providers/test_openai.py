@@ -90,6 +90,7 @@ class Case:
     waits: list = field(default_factory=list)  # Retry-After honoured before each retry
     usage_source: str = "provider"
     settings: dict = field(default_factory=dict)
+    message: str = ""  # a phrase the error message shown to the user contains
 
 
 def case(*replies, **expected) -> Case:
@@ -170,6 +171,7 @@ CASES = {
         error_type="provider_quota",
         attempts=1,
         usage_source="missing",
+        message="spend cap",
     ),
     "disconnect mid-stream": case(
         Reply(text=PARTIAL, finish_reason=None, end="drop"),
@@ -178,6 +180,16 @@ CASES = {
         attempts=1,
         partial=True,
         usage_source="missing",
+        message="stream broke off",
+    ),
+    "malformed event mid-stream": case(
+        Reply(text=PARTIAL, finish_reason=None, usage=None, end="garbage"),
+        status="failed",
+        error_type="provider_error",
+        attempts=1,
+        partial=True,
+        usage_source="missing",
+        message="malformed stream",
     ),
     "no [DONE] after finish_reason stop": case(
         Reply(end="eof"), status="succeeded", error_type=None, attempts=1
@@ -241,6 +253,7 @@ def test_fault_ends_as_the_retry_table_says(
     assert len(found["attempts"]) == expected.attempts
     assert len(openai_server.requests) == expected.attempts
     assert found["partial"] is expected.partial
+    assert expected.message in (found["error"] or {}).get("message", "")
     assert found["usage"]["usage_source"] == expected.usage_source
     if expected.usage_source == "missing":
         assert [found["usage"][k] for k in ("input_tokens", "output_tokens")] == [None, None]
