@@ -151,6 +151,8 @@ class AttemptRun:
         while True:
             item = await self._next_item()
             if self.stop_reason:
+                if isinstance(item, TextDelta):
+                    self._take(item)  # text that arrived before the stop is kept
                 await self._flush()
                 return self._stopped()
             overdue = self._overdue(self.clock.monotonic())
