@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import ipaddress
 import socket
 import ssl
 import threading
@@ -78,8 +79,8 @@ def test_the_simulated_provider_has_nothing_to_check():
 
 
 @pytest.fixture
-def tls_server(tmp_path):
-    """A local TLS server with a fresh self-signed certificate for `localhost`."""
+def certificate(tmp_path):
+    """A fresh self-signed certificate for 127.0.0.1: its certificate and key files."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
     now = dt.datetime.now(dt.UTC)
@@ -91,7 +92,10 @@ def tls_server(tmp_path):
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(minutes=1))
         .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
@@ -104,8 +108,19 @@ def tls_server(tmp_path):
             serialization.NoEncryption(),
         )
     )
-    server_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server_context.load_cert_chain(cert_file, key_file)
+    return cert_file, key_file
+
+
+def server_context(certificate) -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*certificate)
+    return context
+
+
+@pytest.fixture
+def tls_server(certificate):
+    """A local server that completes TLS handshakes and nothing more."""
+    context = server_context(certificate)
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(10)
 
@@ -116,13 +131,13 @@ def tls_server(tmp_path):
             except OSError:
                 return
             try:
-                server_context.wrap_socket(conn, server_side=True).close()
+                context.wrap_socket(conn, server_side=True).close()
             except (OSError, ssl.SSLError):
                 conn.close()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield listener.getsockname()[1], cert_file
+    yield listener.getsockname()[1], certificate[0]
     listener.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
     listener.close()
     thread.join(10)
@@ -131,7 +146,7 @@ def tls_server(tmp_path):
 def test_the_tls_handshake_is_measured_on_https(tls_server):
     port, cert_file = tls_server
     trusting = ssl.create_default_context(cafile=str(cert_file))
-    stages = measure_connection(f"https://localhost:{port}/v1", ssl_context=trusting)
+    stages = measure_connection(f"https://127.0.0.1:{port}/v1", ssl_context=trusting)
     assert [s.key for s in stages] == ["dns", "tcp", "tls"]
     assert all(s.ms >= 0 for s in stages)
 
@@ -139,7 +154,7 @@ def test_the_tls_handshake_is_measured_on_https(tls_server):
 def test_an_untrusted_certificate_fails_the_tls_stage(tls_server):
     port, _ = tls_server
     with pytest.raises(CheckFailed, match=r"TLS handshake failed: .*certificate verify failed"):
-        measure_connection(f"https://localhost:{port}/v1")
+        measure_connection(f"https://127.0.0.1:{port}/v1")
 
 
 def test_the_openai_provider_without_a_model_fails_the_system_checks(settings):
@@ -149,3 +164,20 @@ def test_the_openai_provider_without_a_model_fails_the_system_checks(settings):
         call_command("check", "--tag", "reports")
     settings.REPORTS_MODEL = "llama3.2"
     call_command("check", "--tag", "reports", stdout=io.StringIO())
+
+
+def test_every_stage_is_measured_over_https(certificate, settings, monkeypatch):
+    # The system's trust store, as OpenSSL reads it, is told about the test certificate.
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate[0]))
+    server = OpenAIServer(tls=server_context(certificate)).start()
+    url = server.base_url
+    try:
+        point_at(settings, url)
+        output = check()
+    finally:
+        server.stop()
+    assert url.startswith("https://") and f"Checking openai at {url}" in output
+    for label in ("DNS lookup", "TCP connect", "TLS handshake", "time to first token"):
+        assert f"  {label}" in output
+    assert "plain http" not in output
+    assert len(server.requests) == 1  # the request itself went over TLS too

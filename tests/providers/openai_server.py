@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -65,7 +66,8 @@ class Received:
 
 
 class OpenAIServer:
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls  # serve https with this context
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.streaming = threading.Event()  # a 200 stream has sent its text
@@ -78,7 +80,7 @@ class OpenAIServer:
     def start(self) -> OpenAIServer:
         self._thread.start()
         self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._handle, "127.0.0.1", 0), self._loop
+            asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.tls), self._loop
         ).result(5)
         return self
 
@@ -98,7 +100,8 @@ class OpenAIServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/v1"
 
     def queue(self, *replies: Reply) -> None:
         self.replies.extend(replies)
