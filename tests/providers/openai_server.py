@@ -39,7 +39,8 @@ class Reply:
     `end` says how a 200 stream ends: `done` (`data: [DONE]`, then a clean end), `eof`
     (a clean end without `[DONE]`), `drop` (the connection closes mid-body), `hang`
     (nothing more is sent; the connection stays open), `garbage` (an event that is not
-    JSON, then a clean end). `silent` sends no response at all, not even headers.
+    JSON, then a clean end), `error_event` (an error object as an event, then a clean
+    end, as vLLM does when generation fails). `silent` sends no response at all, not even headers.
     """
 
     status: int = 200
@@ -195,7 +196,10 @@ class OpenAIServer:
             await self._send_chunk(writer, 'data: {"id": "chatcmpl-broken", "choi\n\n')
         if reply.end == "done":
             await self._send_chunk(writer, "data: [DONE]\n\n")
-        if reply.end in ("done", "eof", "garbage"):
+        if reply.end == "error_event":
+            failure = {"error": {"message": "generation failed", "type": "server_error"}}
+            await self._send_chunk(writer, f"data: {json.dumps(failure)}\n\n")
+        if reply.end in ("done", "eof", "garbage", "error_event"):
             writer.write(b"0\r\n\r\n")
             await writer.drain()
         elif reply.end == "hang":

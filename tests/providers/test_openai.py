@@ -191,6 +191,15 @@ CASES = {
         usage_source="missing",
         message="malformed stream",
     ),
+    "error event mid-stream": case(
+        Reply(text=PARTIAL, finish_reason=None, usage=None, end="error_event"),
+        status="failed",
+        error_type="provider_error",
+        attempts=1,
+        partial=True,
+        usage_source="missing",
+        message="generation failed",
+    ),
     "no [DONE] after finish_reason stop": case(
         Reply(end="eof"), status="succeeded", error_type=None, attempts=1
     ),
