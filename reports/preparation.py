@@ -61,7 +61,9 @@ def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRe
         context_tokens=settings.REPORTS_CONTEXT_TOKENS,
         max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
     )
-    Attempt.objects.filter(pk=claim.attempt_id).update(prompt_version=PROMPT_VERSION)
+    Attempt.objects.filter(pk=claim.attempt_id, status=Attempt.Outcome.RUNNING).update(
+        prompt_version=PROMPT_VERSION
+    )
     return GenerationRequest(
         task_id=str(claim.task_id),
         attempt_number=claim.number,
@@ -69,5 +71,4 @@ def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRe
         instructions=task.instructions,
         scenario=task.scenario,
         max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
-        prompt_version=PROMPT_VERSION,
     )

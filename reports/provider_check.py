@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from reports.prompts import PROMPT_VERSION
 from reports.providers.base import (
     Completed,
     GenerationRequest,
@@ -56,7 +55,6 @@ CHECK_REQUEST = GenerationRequest(
     attempt_number=1,
     documents=(SourceDocument("check.txt", "Reportline checks its connection to the model."),),
     max_output_tokens=16,
-    prompt_version=PROMPT_VERSION,
 )
 
 

@@ -25,7 +25,6 @@ class GenerationRequest:
     instructions: str = ""
     scenario: str = "ok"
     max_output_tokens: int = 4096
-    prompt_version: str = ""
 
 
 @dataclass(frozen=True)
