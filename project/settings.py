@@ -231,3 +231,23 @@ APP_VERSION = env_str("APP_VERSION")  # unset: the package version + the git com
 REPORTS_OTEL = env_bool("REPORTS_OTEL", False)  # OpenTelemetry tracing; needs the otel extra
 REPORTS_METRICS_TOKEN = env_str("REPORTS_METRICS_TOKEN")  # bearer token for /metrics
 REPORTS_LATENCY_SMALL_SAMPLE = env_int("REPORTS_LATENCY_SMALL_SAMPLE", 20, minimum=1)
+# --- The openai provider and the context budget ------------------------------------------
+# Any OpenAI-compatible server: OpenAI, vLLM, Ollama (http://127.0.0.1:11434/v1), llama.cpp.
+OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "https://api.openai.com/v1")
+OPENAI_API_KEY = env_str("OPENAI_API_KEY")
+REPORTS_PROVIDERS["openai"] = {
+    "BACKEND": "reports.providers.openai.OpenAIProvider",
+    "OPTIONS": {
+        "base_url": OPENAI_BASE_URL,
+        "api_key": OPENAI_API_KEY,
+        "connect_timeout_s": env_number("REPORTS_PROVIDER_CONNECT_TIMEOUT_S", 10, minimum=0.01),
+    },
+}
+# The model's context window in tokens: input (cut to fit, see reports/prompts.py) plus
+# the output cap must fit in it.
+REPORTS_CONTEXT_TOKENS = env_int("REPORTS_CONTEXT_TOKENS", 128_000, minimum=1)
+if REPORTS_CONTEXT_TOKENS < REPORTS_MAX_OUTPUT_TOKENS + 2_000:
+    raise ImproperlyConfigured(
+        f"REPORTS_CONTEXT_TOKENS ({REPORTS_CONTEXT_TOKENS}) must leave at least 2000 tokens "
+        f"of input after REPORTS_MAX_OUTPUT_TOKENS ({REPORTS_MAX_OUTPUT_TOKENS})."
+    )

@@ -96,6 +96,7 @@ class AttemptInline(ReadOnlyInline, admin.StackedInline):
         "stages",
         "usage",
         "provider_request_id",
+        "prompt_version",
         "text_length",
         "text_preview",
     )

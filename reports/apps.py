@@ -17,3 +17,4 @@ class ReportsConfig(AppConfig):
                     "REPORTS_OTEL is on but OpenTelemetry is not installed: "
                     "install the 'otel' extra (pip install 'reportline[otel]')."
                 ) from exc
+        from reports import checks  # noqa: F401  (registers the system checks)

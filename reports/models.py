@@ -360,6 +360,7 @@ class Attempt(models.Model):
     cached_tokens = models.PositiveIntegerField(null=True, blank=True)
     usage_source = models.CharField(max_length=16, blank=True)
     provider_request_id = models.CharField(max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=40, blank=True)
 
     class Meta:
         ordering = ["task", "number"]

@@ -139,8 +139,11 @@ class AttemptRun:
 
     async def _pump(self, request: GenerationRequest) -> None:
         try:
-            async for item in self.provider.stream(request):
-                await self._queue.put(item)
+            # aclosing: a cancelled pump closes the provider's stream (and its connection)
+            # at once, not whenever the generator is collected.
+            async with contextlib.aclosing(self.provider.stream(request)) as items:
+                async for item in items:
+                    await self._queue.put(item)
             await self._queue.put(_END)
         except ProviderError as exc:
             await self._queue.put(exc)
@@ -156,6 +159,8 @@ class AttemptRun:
         while True:
             item = await self._next_item()
             if self.stop_reason:
+                if isinstance(item, TextDelta):
+                    self._take(item)  # text that arrived before the stop is kept
                 await self._flush()
                 return self._stopped()
             overdue = self._overdue(self.clock.monotonic())
@@ -230,8 +235,10 @@ class AttemptRun:
                 self.text.append(item.text)
         elif isinstance(item, Heartbeat):
             self._answered = True
+            self.request_id = item.request_id or self.request_id
         elif isinstance(item, Completed):
-            self.usage, self.request_id = item.usage, item.request_id or ""
+            self.usage = item.usage
+            self.request_id = item.request_id or self.request_id
             return self._completed(item)
         elif item is _END:
             return Outcome(
@@ -240,6 +247,7 @@ class AttemptRun:
                 "The stream ended before the report was complete.",
             )
         elif isinstance(item, ProviderError):
+            self.request_id = item.request_id or self.request_id
             return self._provider_failed(item)
         return None
 

@@ -7,9 +7,10 @@ from django.db import IntegrityError, transaction
 
 from reports import storage
 from reports.leases import Claim
-from reports.models import Document, PreparedText, Task
+from reports.models import Attempt, Document, PreparedText, Task
 from reports.parsers import PARSER_VERSION, parser_for
 from reports.parsers.base import ParseError
+from reports.prompts import PROMPT_VERSION, fit_to_context
 from reports.providers.base import GenerationRequest, SourceDocument
 
 
@@ -48,11 +49,25 @@ def load_documents(task_id) -> list[SourceDocument]:
 
 
 def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRequest:
+    """Return the provider request, its documents cut to the model's context budget.
+
+    The attempt records the prompt version it is written with before the provider is
+    called, so even an attempt whose outcome is unknown says which prompt it sent.
+    """
     task = Task.objects.only("instructions", "scenario").get(pk=claim.task_id)
+    fitted = fit_to_context(
+        documents,
+        task.instructions,
+        context_tokens=settings.REPORTS_CONTEXT_TOKENS,
+        max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
+    )
+    Attempt.objects.filter(pk=claim.attempt_id, status=Attempt.Outcome.RUNNING).update(
+        prompt_version=PROMPT_VERSION
+    )
     return GenerationRequest(
         task_id=str(claim.task_id),
         attempt_number=claim.number,
-        documents=tuple(documents),
+        documents=fitted,
         instructions=task.instructions,
         scenario=task.scenario,
         max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,

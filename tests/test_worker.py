@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 from asgiref.sync import sync_to_async
 
-from reports import leases, storage
+from reports import broadcast, leases, notify, storage
 from reports.leases import attempt_text, claim_next_task, reap_expired_leases
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.providers.base import Completed, Heartbeat, TextDelta
@@ -337,3 +337,33 @@ def test_the_same_file_is_parsed_once_per_owner(make_task, worker, bob, monkeypa
     run_all(worker)
     assert len(calls) == 2
     assert set(Task.objects.values_list("status", flat=True)) == {"succeeded"}
+
+
+@async_db
+async def test_text_waiting_when_cancel_arrives_is_kept(make_task, scripted_worker, monkeypatch):
+    task = await db(make_task)()
+    released = asyncio.Event()
+    publish = broadcast.publish
+
+    async def held_publish(events):
+        if any(event.type == "delta" for event in events):
+            await released.wait()  # the runner is busy with the first text…
+        await publish(events)
+
+    monkeypatch.setattr(broadcast, "publish", held_publish)
+
+    async def text_then_cancel(request, clock):
+        yield TextDelta("# Partial\n\nfirst words")
+        yield TextDelta(" and the rest")  # …while this waits in the runner's queue
+        notify.notify(request.task_id)  # the user cancels
+        await asyncio.sleep(0)  # the cancel reaches the runner
+        released.set()
+        await asyncio.Event().wait()
+
+    worker = scripted_worker(text_then_cancel)
+    assert await worker.claim_and_start()
+    await worker.drain()
+    task = await db(Task.objects.get)(pk=task.pk)
+    assert task.status == "cancelled"
+    attempt = await db(Attempt.objects.get)(task=task)
+    assert attempt.text == "# Partial\n\nfirst words and the rest"

@@ -14,6 +14,7 @@ from reports.clock import Clock
 class SourceDocument:
     name: str
     text: str
+    full_chars: int | None = None  # the length before the text was cut to fit; None: whole
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class TextDelta:
 @dataclass(frozen=True)
 class Heartbeat:
     """The provider is connected and alive; says nothing about progress."""
+
+    request_id: str | None = None  # the provider's id for the request, once it is known
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,7 @@ class ProviderError(Exception):
         retry: Retry = Retry.PERMANENT,
         retry_after_s: float | None = None,
         status_code: int | None = None,
+        request_id: str | None = None,
     ) -> None:
         super().__init__(message)
         self.error_type = error_type
@@ -80,6 +84,7 @@ class ProviderError(Exception):
         self.retry = retry
         self.retry_after_s = retry_after_s
         self.status_code = status_code
+        self.request_id = request_id
 
 
 class Provider(ABC):

@@ -98,7 +98,7 @@ def write_report(documents: Sequence[SourceDocument], instructions: str) -> str:
     points = _pick_points(sentences, summary)
     parts = [
         f"# {_escape(_title(parsed))}",
-        "## Summary\n\n" + _summary_text(summary, parsed),
+        "## Summary\n\n" + _summary_text(summary, parsed) + _cut_note(documents),
         "## Key points\n\n" + _points_text(points, parsed),
         "## Key terms\n\n" + _terms_text(frequencies),
         "## Document structure\n\n" + _structure_text(parsed),
@@ -282,6 +282,21 @@ def _summary_text(summary: list[_Sentence], docs: list[_Document]) -> str:
     return (
         f"The {'documents contain' if len(docs) > 1 else 'document contains'} {words} "
         "words but no running sentences to summarise; the structure below lists what was found."
+    )
+
+
+def _cut_note(documents: Sequence[SourceDocument]) -> str:
+    cuts = [doc for doc in documents if doc.full_chars is not None]
+    if not cuts:
+        return ""
+    listed = "; ".join(
+        f"**{_escape(_cut(doc.name, NAME_CHARS))}**, its first {len(doc.text):,} of "
+        f"{doc.full_chars:,} characters"
+        for doc in cuts
+    )
+    return (
+        "\n\nThe input was cut to fit the model's context, so this report covers only "
+        f"part of it: {listed}."
     )
 
 

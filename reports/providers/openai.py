@@ -1,0 +1,275 @@
+"""The `openai` provider: any OpenAI-compatible server, streamed through the official SDK.
+
+The SDK's own retries are off: the task runner owns the one retry policy (DESIGN.md's
+retry table), and this adapter only says what kind of failure each one is. The runner's
+clocks own the time limits too: the read timeout given to the HTTP client is the longer
+of `REPORTS_PROVIDER_RESPONSE_TIMEOUT_S` and `REPORTS_STALL_TIMEOUT_S`, a backstop that
+fires only when the runner's own limits did not.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import ssl
+import time
+from collections.abc import AsyncIterator
+
+import httpx2
+import openai
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+
+from reports.clock import Clock
+from reports.prompts import build_messages
+from reports.providers.base import (
+    Completed,
+    GenerationRequest,
+    Heartbeat,
+    Provider,
+    ProviderError,
+    Retry,
+    StreamItem,
+    TextDelta,
+    Usage,
+)
+
+# Sent when OPENAI_API_KEY is empty: local servers (Ollama, vLLM, llama.cpp) ignore it,
+# and the SDK will not send a request without one.
+NO_KEY = "no-key"
+OVERLOADED = frozenset({503, 529})
+# The error codes an OpenAI-compatible server sends with a 429 when the account's spend
+# cap or quota is used up: waiting does not help.
+SPEND_CAP_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"})
+DETAIL_CHARS = 300
+# Timeouts that mean the request never left: safe to try again.
+NOT_SENT = (httpx2.ConnectTimeout, httpx2.PoolTimeout)
+
+
+class OpenAIProvider(Provider):
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        base_url: str = "",
+        api_key: str = "",
+        model: str = "",
+        connect_timeout_s: float = 10.0,
+        read_timeout_s: float | None = None,
+        **options,
+    ) -> None:
+        # The key is kept out of `options`, which may be shown; only this client holds it.
+        super().__init__(clock=clock, base_url=base_url, model=model, **options)
+        self.model = model or settings.REPORTS_MODEL
+        if not self.model:
+            raise ImproperlyConfigured(
+                "REPORTS_MODEL must name the model when REPORTS_PROVIDER is 'openai' "
+                "(for example gpt-4.1-mini, or llama3.2 on Ollama)."
+            )
+        if not base_url:
+            raise ImproperlyConfigured("OPENAI_BASE_URL must be the server's /v1 URL.")
+        self.base_url = base_url
+        self._api_key = api_key
+        if read_timeout_s is None:
+            read_timeout_s = max(
+                settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S, settings.REPORTS_STALL_TIMEOUT_S
+            )
+        self.timeout = httpx2.Timeout(
+            read_timeout_s, connect=connect_timeout_s, pool=connect_timeout_s
+        )
+        # Built once: a TLS context takes tens of milliseconds to load, a client a fraction.
+        self._tls = ssl.create_default_context()
+
+    def client(self) -> openai.AsyncOpenAI:
+        """Return a new SDK client, retries off; one per request, closed with its stream."""
+        return openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=self._api_key or NO_KEY,
+            max_retries=0,
+            timeout=self.timeout,
+            http_client=openai.DefaultAsyncHttpxClient(verify=self._tls, timeout=self.timeout),
+        )
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        async with self.client() as client:
+            try:
+                chunks = await client.chat.completions.create(
+                    model=self.model,
+                    messages=build_messages(request),
+                    max_tokens=request.max_output_tokens,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+            except openai.APIStatusError as exc:
+                raise self._status_error(exc) from None
+            except openai.APITimeoutError as exc:
+                if isinstance(exc.__cause__, NOT_SENT):
+                    raise ProviderError(
+                        "provider_error",
+                        f"Could not connect to the provider at {self.base_url} in time.",
+                        retry=Retry.RETRYABLE,
+                    ) from None
+                # No error type: the outcome is unknown, not a failure (as when the
+                # runner's own response clock runs out first).
+                raise ProviderError(
+                    "",
+                    "The request was sent and the provider did not answer in time; "
+                    "whether it ran the request is unknown.",
+                    retry=Retry.UNKNOWN,
+                ) from None
+            except openai.APIConnectionError as exc:
+                raise ProviderError(
+                    "provider_error",
+                    f"Could not reach the provider at {self.base_url}: {_cause(exc)}.",
+                    retry=Retry.RETRYABLE,
+                ) from None
+
+            request_id = chunks.response.headers.get("x-request-id")
+            # Response headers: the provider answered. The runner's stall clock starts.
+            yield Heartbeat(request_id=request_id)
+            finish_reason: str | None = None
+            usage = Usage()
+            try:
+                async with chunks:  # closes the response, and so the connection, on cancel
+                    async for chunk in chunks:
+                        request_id = request_id or chunk.id or None
+                        if chunk.usage is not None:
+                            usage = _usage(chunk.usage)
+                        text = ""
+                        for choice in chunk.choices:
+                            if choice.index != 0:
+                                continue
+                            if choice.delta is not None and choice.delta.content:
+                                text += choice.delta.content
+                            finish_reason = choice.finish_reason or finish_reason
+                        # A chunk without text (a role, the usage) is a sign of life, no more.
+                        yield TextDelta(text) if text else Heartbeat(request_id=request_id)
+            except openai.APIError as exc:
+                if finish_reason is None:  # after the completion signal, a lost tail is harmless
+                    raise self._broken_stream(exc, request_id) from None
+            except ValueError as exc:  # an event that is not JSON: not a server we understand
+                raise ProviderError(
+                    "provider_error",
+                    f"The provider sent a malformed stream: {exc}.",
+                    request_id=request_id,
+                ) from None
+            if finish_reason is not None:
+                yield Completed(finish_reason, usage, request_id=request_id)
+            # No finish_reason: the stream simply ended, and the runner calls it truncated.
+
+    def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
+        status, request_id = exc.status_code, exc.request_id
+        if status in (401, 403):
+            # The provider's own message may quote part of the key: it is not repeated.
+            return ProviderError(
+                "provider_auth",
+                f"The provider refused the credentials (HTTP {status}): check OPENAI_API_KEY "
+                "and what it is allowed to use.",
+                status_code=status,
+                request_id=request_id,
+            )
+        detail = self._detail(exc)
+        if status == 429 and (exc.code in SPEND_CAP_CODES or exc.type in SPEND_CAP_CODES):
+            return ProviderError(
+                "provider_quota",
+                f"The provider account's spend cap or quota is used up (HTTP 429): {detail}",
+                status_code=status,
+                request_id=request_id,
+            )
+        if status == 429 or status in OVERLOADED:
+            wait = retry_after_s(exc.response.headers)
+            asked = f"; it asked to wait {wait:g} s" if wait is not None else ""
+            return ProviderError(
+                "rate_limited",
+                f"The provider is busy (HTTP {status}){asked}: {detail}",
+                retry=Retry.RETRYABLE,
+                retry_after_s=wait,
+                status_code=status,
+                request_id=request_id,
+            )
+        if status >= 500 or status == 408:
+            return ProviderError(
+                "provider_error",
+                f"The provider failed (HTTP {status}): {detail}",
+                retry=Retry.RETRYABLE,
+                status_code=status,
+                request_id=request_id,
+            )
+        return ProviderError(
+            "provider_rejected",
+            f"The provider refused the request (HTTP {status}): {detail}",
+            status_code=status,
+            request_id=request_id,
+        )
+
+    def _broken_stream(self, exc: openai.APIError, request_id: str | None) -> ProviderError:
+        if isinstance(exc, openai.APITimeoutError):
+            # Only when the runner's stall clock did not end the attempt first.
+            return ProviderError(
+                "stalled",
+                "The provider sent nothing more for longer than the read timeout.",
+                request_id=request_id,
+            )
+        if isinstance(exc, openai.APIConnectionError):
+            message = f"The provider's stream broke off: {_cause(exc)}."
+        else:  # an error event inside the stream
+            message = f"The provider reported an error mid-stream: {self._detail(exc)}"
+        # Retryable only while no text has arrived; the runner checks that.
+        return ProviderError(
+            "provider_error", message, retry=Retry.RETRYABLE, request_id=request_id
+        )
+
+    def _detail(self, exc: openai.APIError) -> str:
+        body = exc.body
+        message = body.get("message") if isinstance(body, dict) else None
+        text = " ".join(str(message or body or exc.message).split())
+        if self._api_key:
+            text = text.replace(self._api_key, "[key]")
+        if len(text) > DETAIL_CHARS:
+            text = text[: DETAIL_CHARS - 1] + "…"
+        return text or "no details given"
+
+
+def retry_after_s(headers) -> float | None:
+    """Return the wait a `Retry-After` (seconds or HTTP date) or `retry-after-ms` asks for."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return _finite(float(ms) / 1000)
+        except ValueError:
+            pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        return _finite(float(raw))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(raw)
+    except (TypeError, ValueError):
+        return None
+    # An HTTP date is wall-clock time by definition; compare it with the wall clock.
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _finite(seconds: float) -> float | None:
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
+def _usage(usage) -> Usage:
+    details = usage.prompt_tokens_details
+    return Usage(
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        cached_tokens=details.cached_tokens if details is not None else None,
+        source="provider",
+    )
+
+
+def _cause(exc: Exception) -> str:
+    """Return the lowest cause's message: 'connection refused' says more than 'error'."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,218 @@
+"""An OpenAI-compatible chat completions server over real sockets, with faults on demand.
+
+It runs its own event loop in a thread, so sync tests, async tests and other processes
+can all talk to it. Queue `Reply`s: each request takes the next one (a normal stream
+when none is left). It records every request and notices when a client closes its
+connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import ssl
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http import HTTPStatus
+
+REPORT_PIECES = (
+    "# A report\n\n",
+    "## Summary\n\n",
+    "The documents say one thing clearly.\n\n",
+    "## Details\n\n",
+    "More text.\n",
+)
+USAGE = {
+    "prompt_tokens": 120,
+    "completion_tokens": 30,
+    "total_tokens": 150,
+    "prompt_tokens_details": {"cached_tokens": 64},
+}
+
+
+@dataclass
+class Reply:
+    """What the server does with one request.
+
+    `end` says how a 200 stream ends: `done` (`data: [DONE]`, then a clean end), `eof`
+    (a clean end without `[DONE]`), `drop` (the connection closes mid-body), `hang`
+    (nothing more is sent; the connection stays open), `garbage` (an event that is not
+    JSON, then a clean end), `error_event` (an error object as an event, then a clean
+    end, as vLLM does when generation fails). `silent` sends no response at all, not even headers.
+    """
+
+    status: int = 200
+    error: dict | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    text: tuple[str, ...] = REPORT_PIECES
+    finish_reason: str | None = "stop"
+    usage: dict | None = field(default_factory=lambda: dict(USAGE))
+    end: str = "done"
+
+
+def error(status: int, message: str, *, code: str | None = None, **headers) -> Reply:
+    """Return a non-200 reply with an OpenAI-style error body."""
+    body = {"message": message, "type": code or "error", "param": None, "code": code}
+    return Reply(status=status, error=body, headers=headers)
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: dict
+
+
+class OpenAIServer:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls  # serve https with this context
+        self.replies: deque[Reply] = deque()
+        self.requests: list[Received] = []
+        self.streaming = threading.Event()  # a 200 stream has sent its text
+        self.client_closed = threading.Event()  # a client closed a connection we held open
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._server: asyncio.Server | None = None
+        self._count = 0
+
+    def start(self) -> OpenAIServer:
+        self._thread.start()
+        self._server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._handle, "127.0.0.1", 0, ssl=self.tls), self._loop
+        ).result(5)
+        return self
+
+    def stop(self) -> None:
+        async def close():
+            self._server.close()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+
+        asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+
+    @property
+    def port(self) -> int:
+        return self._server.sockets[0].getsockname()[1]
+
+    @property
+    def base_url(self) -> str:
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/v1"
+
+    def queue(self, *replies: Reply) -> None:
+        self.replies.extend(replies)
+
+    # --- the server side --------------------------------------------------------------
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            request_line, *lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = request_line.split(" ", 2)
+            headers = {}
+            for line in lines:
+                if line:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+            raw = await reader.readexactly(int(headers.get("content-length", "0")))
+            self._count += 1
+            self.requests.append(Received(method, path, headers, json.loads(raw or b"{}")))
+            reply = self.replies.popleft() if self.replies else Reply()
+            if reply.end == "silent":
+                await self._wait_for_close(reader)
+            elif reply.status != 200:
+                await self._send_error(writer, reply)
+            else:
+                await self._send_stream(reader, writer, reply, headers)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    async def _wait_for_close(self, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(ConnectionError):
+            while await reader.read(1024):
+                pass
+        self.client_closed.set()
+
+    async def _send_error(self, writer: asyncio.StreamWriter, reply: Reply) -> None:
+        body = json.dumps({"error": reply.error}).encode()
+        headers = {
+            "content-type": "application/json",
+            "x-request-id": f"req_{self._count}",
+            **reply.headers,
+        }
+        writer.write(
+            self._head(reply.status, headers)
+            + f"content-length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+
+    async def _send_stream(self, reader, writer, reply: Reply, request_headers) -> None:
+        chunk_id = f"chatcmpl-{self._count}"
+        headers = {
+            "content-type": "text/event-stream",
+            "transfer-encoding": "chunked",
+            "x-request-id": f"req_{self._count}",
+            **reply.headers,
+        }
+        writer.write(self._head(200, headers) + b"\r\n")
+        await writer.drain()
+
+        def chunk(delta: dict, finish_reason=None, usage=None, choices=True) -> dict:
+            body = {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "created": 1700000000,
+                "model": "test-model",
+                "choices": (
+                    [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+                    if choices
+                    else []
+                ),
+            }
+            if usage is not None:
+                body["usage"] = usage
+            return body
+
+        events = []
+        if reply.text:
+            events.append(chunk({"role": "assistant", "content": ""}))
+            events.extend(chunk({"content": piece}) for piece in reply.text)
+        if reply.finish_reason is not None:
+            events.append(chunk({}, reply.finish_reason))
+        if reply.usage is not None and reply.end != "drop":
+            events.append(chunk({}, usage=reply.usage, choices=False))
+        for event in events:
+            await self._send_chunk(writer, f"data: {json.dumps(event)}\n\n")
+        self.streaming.set()
+        if reply.end == "garbage":
+            await self._send_chunk(writer, 'data: {"id": "chatcmpl-broken", "choi\n\n')
+        if reply.end == "done":
+            await self._send_chunk(writer, "data: [DONE]\n\n")
+        if reply.end == "error_event":
+            failure = {"error": {"message": "generation failed", "type": "server_error"}}
+            await self._send_chunk(writer, f"data: {json.dumps(failure)}\n\n")
+        if reply.end in ("done", "eof", "garbage", "error_event"):
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+        elif reply.end == "hang":
+            await self._wait_for_close(reader)
+        # "drop": return without the last chunk; closing the connection cuts the body.
+
+    async def _send_chunk(self, writer: asyncio.StreamWriter, text: str) -> None:
+        data = text.encode()
+        writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        await writer.drain()
+
+    @staticmethod
+    def _head(status: int, headers: dict[str, str]) -> bytes:
+        lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "connection: close"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        return ("\r\n".join(lines) + "\r\n").encode()
