@@ -57,6 +57,10 @@ def authenticate(request: HttpRequest):
         if request.method not in SAFE_METHODS:
             reason = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
             if reason is not None:
+                # A form whose upload was stopped may have lost its token with the rest.
+                from reports.upload_limits import raise_if_stopped
+
+                raise_if_stopped(request)
                 raise ApiError(403, "csrf_failed", "CSRF check failed; reload the page.")
         return request.user
     raise _unauthenticated("Log in, or send a token as 'Authorization: Bearer <token>'.")
@@ -100,6 +104,9 @@ def api_view(methods: set[str]) -> Callable:
                         {"Allow": ", ".join(sorted(methods))},
                     )
                 check_content_length(request)
+                from reports.upload_limits import install  # builds on this module
+
+                install(request)
                 user = authenticate(request)
                 return view(request, user, *args, **kwargs)
             except ApiError as exc:

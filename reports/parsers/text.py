@@ -30,6 +30,12 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"%PDF-", "a PDF document"),
     (b"PK\x03\x04", "a zip archive (such as a .docx document)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old-style Office document"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"\x7fELF", "a program"),
 )
 
 
