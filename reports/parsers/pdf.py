@@ -1,4 +1,4 @@
-"""PDF: the text layer of every page, read with pypdf."""
+"""PDF: the text layer of every page, read with pypdf in a limited child process."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import io
 
 from pypdf import PasswordType, PdfReader
 
+from reports.parsers import sandbox
 from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
 from reports.parsers.text import EMPTY
 
@@ -35,18 +36,23 @@ class PdfParser(Parser):
     def extract(self, data: bytes) -> str:
         if SIGNATURE not in data[:SIGNATURE_WINDOW]:
             raise ParseError(UNREADABLE)
-        try:
-            pages = _page_texts(data)
-        except ParseError:
-            raise
-        except Exception:
-            # pypdf raises many kinds of exception on malformed files (its own, but also
-            # KeyError, ValueError, …); every one means the same thing to the user.
-            raise ParseError(UNREADABLE) from None
+        pages = sandbox.run(f"{__name__}.page_texts", data, sandbox.Limits.from_settings())
         text = "\n\n".join(page for page in pages if page)
         if not text:
             raise ParseError(NO_TEXT_LAYER)
         return text
+
+
+def page_texts(data: bytes) -> list[str]:
+    """Return the text of every page; run in the sandbox's child process."""
+    try:
+        return _page_texts(data)
+    except (ParseError, MemoryError):
+        raise  # the sandbox answers MemoryError as a document too big to read
+    except Exception:
+        # pypdf raises many kinds of exception on malformed files (its own, but also
+        # KeyError, ValueError, …); every one means the same thing to the user.
+        raise ParseError(UNREADABLE) from None
 
 
 def _page_texts(data: bytes) -> list[str]:
