@@ -15,6 +15,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from reports import storage
+from reports.login_throttle import ThrottledAdminAuthenticationForm
 from reports.models import LEASED, ApiToken, Attempt, Document, Status, Task, TaskEvent
 from reports.reconciliation import ResolutionRefused, resolve_reconciliation
 
@@ -414,3 +415,7 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     @admin.display(description="digest")
     def digest_prefix(self, token: ApiToken) -> str:
         return token.digest[:12] + "…"
+
+
+# Logins through the admin's own form are throttled like the site's (reports.login_throttle).
+admin.site.login_form = ThrottledAdminAuthenticationForm
