@@ -209,15 +209,17 @@ class AttemptRun:
         """Take one stream item in; return how the attempt ends when the stream did."""
         if isinstance(item, TextDelta):
             self._answered = True
-            if item.text:
+            # PostgreSQL refuses NUL in text and in JSON: the model's output loses it here.
+            text = item.text.replace("\x00", "")
+            if text:
                 now = self.clock.monotonic()
                 self._last_text_at = now
                 if self.first_text_ms is None:
                     self.first_text_ms = round((now - self.started) * 1000, 1)
                 if not self._pending:
                     self._pending_since = now
-                self._pending.append(item.text)
-                self.text.append(item.text)
+                self._pending.append(text)
+                self.text.append(text)
         elif isinstance(item, Heartbeat):
             self._answered = True
         elif isinstance(item, Completed):

@@ -33,6 +33,12 @@ ZIP_BOMB = "The .docx document looks like a zip bomb: {reason}."
 
 _HEADING = re.compile(r"heading ([1-9])")
 _DECLARATION = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+DECLARATION = (
+    "The .docx document contains a DOCTYPE or ENTITY declaration, which Word never writes; "
+    "it is refused as a possible entity-expansion attack."
+)
+_SCAN_CHUNK = 64 * 1024
+_SCAN_OVERLAP = 64  # longer than any match of _DECLARATION, whitespace aside
 
 
 def check_archive(data: bytes) -> None:
@@ -71,6 +77,13 @@ def check_archive(data: bytes) -> None:
             raise InvalidContent(
                 ZIP_BOMB.format(reason=f"a part is compressed more than {MAX_COMPRESSION_RATIO}:1")
             )
+    try:
+        _reject_declarations(data)
+    except InvalidContent:
+        raise
+    except Exception:
+        # A part that fails to decompress (bad CRC, unknown method, encrypted entry).
+        raise InvalidContent(DAMAGED) from None
 
 
 class DocxParser(Parser):
@@ -89,11 +102,8 @@ class DocxParser(Parser):
         except (InvalidContent, UnsupportedContent) as exc:
             raise ParseError(str(exc)) from None
         try:
-            _reject_declarations(data)
             document = docx.Document(io.BytesIO(data))
             blocks = [_block_text(block) for block in document.iter_inner_content()]
-        except ParseError:
-            raise
         except Exception:
             # zipfile, lxml and python-docx raise many kinds of exception on a damaged file;
             # every one means the same thing to the user.
@@ -104,17 +114,25 @@ class DocxParser(Parser):
         return text
 
 
-def _reject_declarations(data: bytes) -> None:
+def _reject_declarations(archive_bytes: bytes) -> None:
     # A DTD can define entities (billion laughs, external files); WordprocessingML never needs
-    # one, so any declaration is a trick. python-docx's parser does not resolve entities
-    # either; this is a second line.
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+    # one, so any declaration is a trick, refused before any XML parser sees the part.
+    # The parts are read in chunks: their total size was bounded by the checks above.
+    with zipfile.ZipFile(io.BytesIO(archive_bytes)) as archive:
         for entry in archive.infolist():
-            if not entry.filename.endswith((".xml", ".rels")):
-                continue
-            # Dropping NUL bytes makes a UTF-16 declaration searchable as ASCII.
-            if _DECLARATION.search(archive.read(entry).replace(b"\x00", b"")):
-                raise ParseError("The .docx document contains a DOCTYPE or ENTITY declaration.")
+            if entry.filename.endswith((".xml", ".rels")) and _declares(archive.open(entry)):
+                raise InvalidContent(DECLARATION)
+
+
+def _declares(part) -> bool:
+    tail = b""
+    while chunk := part.read(_SCAN_CHUNK):
+        # Dropping NUL bytes makes a UTF-16 declaration searchable as ASCII.
+        window = tail + chunk.replace(b"\x00", b"")
+        if _DECLARATION.search(window):
+            return True
+        tail = window[-_SCAN_OVERLAP:]
+    return False
 
 
 def _block_text(block: Paragraph | Table) -> str:
