@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 
 from charset_normalizer import from_bytes
 
@@ -17,6 +18,10 @@ UNREADABLE = (
 
 # At most this share of "mess" (charset_normalizer's chaos) in a detected decoding.
 MAX_CHAOS = 0.1
+
+# Bytes that are not UTF-8, as "surrogateescape" decoding leaves them.
+_STRAY_BYTE = re.compile("[\udc80-\udcff]")
+_STRAY_RUN = re.compile("[\udc80-\udcff]+")
 
 # UTF-32 first: its little-endian BOM begins with UTF-16's.
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -60,7 +65,25 @@ def decode_text(data: bytes) -> str:
     try:
         return _normalise(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
-        return _normalise(_detect(data))
+        mended = _mend_mixed(data)
+        return _normalise(_detect(data) if mended is None else mended)
+
+
+def _mend_mixed(data: bytes) -> str | None:
+    """Return mostly-UTF-8 text with its stray single bytes read as windows-1252.
+
+    A UTF-8 file with a pasted Latin-1 or windows-1252 passage is the usual "mixed
+    encoding". It counts as one when its valid non-ASCII UTF-8 characters are at least as
+    many as its stray bytes; otherwise (None) the whole file is in another encoding.
+    """
+    text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
+    stray = sum(1 for _ in _STRAY_BYTE.finditer(text))
+    valid = sum(1 for ch in text if ord(ch) > 0x7F) - stray
+    if valid < stray:
+        return None
+    return _STRAY_RUN.sub(
+        lambda run: bytes(ord(ch) - 0xDC00 for ch in run[0]).decode("cp1252", "replace"), text
+    )
 
 
 def _detect(data: bytes) -> str:
