@@ -8,6 +8,7 @@ from functools import wraps
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
@@ -120,6 +121,10 @@ def api_view(methods: set[str]) -> Callable:
             except TooManyFieldsSent:
                 return ApiError(
                     400, "invalid_request", "The request has too many fields."
+                ).response()
+            except MultiPartParserError as exc:
+                return ApiError(
+                    400, "invalid_request", f"The upload could not be read as a form: {exc}"
                 ).response()
 
         return wrapper
