@@ -11,6 +11,7 @@ import docx
 from docx.table import Table, _Cell
 from docx.text.paragraph import Paragraph
 
+from reports.parsers import sandbox
 from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
 from reports.parsers.text import EMPTY
 
@@ -95,23 +96,30 @@ class DocxParser(Parser):
         check_archive(data)
 
     def extract(self, data: bytes) -> str:
-        # The upload was checked at submit time, but this runs in a worker, on stored bytes:
-        # check again rather than trust that.
-        try:
-            check_archive(data)
-        except (InvalidContent, UnsupportedContent) as exc:
-            raise ParseError(str(exc)) from None
-        try:
-            document = docx.Document(io.BytesIO(data))
-            blocks = [_block_text(block) for block in document.iter_inner_content()]
-        except Exception:
-            # zipfile, lxml and python-docx raise many kinds of exception on a damaged file;
-            # every one means the same thing to the user.
-            raise ParseError(DAMAGED) from None
-        text = "\n\n".join(block for block in blocks if block).replace("\x00", "")
-        if not text.strip():
-            raise ParseError(NO_TEXT)
-        return text
+        return sandbox.run(f"{__name__}.document_text", data, sandbox.Limits.from_settings())
+
+
+def document_text(data: bytes) -> str:
+    """Return the document's text; run in the sandbox's child process."""
+    # The upload was checked at submit time, but this runs on stored bytes: check again
+    # rather than trust that.
+    try:
+        check_archive(data)
+    except (InvalidContent, UnsupportedContent) as exc:
+        raise ParseError(str(exc)) from None
+    try:
+        document = docx.Document(io.BytesIO(data))
+        blocks = [_block_text(block) for block in document.iter_inner_content()]
+    except MemoryError:
+        raise  # the sandbox answers it as a document too big to read
+    except Exception:
+        # zipfile, lxml and python-docx raise many kinds of exception on a damaged file;
+        # every one means the same thing to the user.
+        raise ParseError(DAMAGED) from None
+    text = "\n\n".join(block for block in blocks if block).replace("\x00", "")
+    if not text.strip():
+        raise ParseError(NO_TEXT)
+    return text
 
 
 def _reject_declarations(archive_bytes: bytes) -> None:

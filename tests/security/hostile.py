@@ -80,6 +80,29 @@ def zip_bomb_docx(megabytes: int = 50) -> bytes:
     return out.getvalue()
 
 
+def docx_that_stalls(paragraphs: int = 100_000) -> bytes:
+    """Return a .docx of some 300 KB that python-docx takes minutes to walk.
+
+    Nothing in it is malformed or over a limit: its 100,000 short paragraphs are simply
+    more than python-docx reads in reasonable time (its walk slows with the document).
+    """
+
+    def build(document) -> None:
+        document.add_paragraph("Start.")
+
+    source = samples.docx_bytes(build)
+    with zipfile.ZipFile(io.BytesIO(source)) as archive:
+        xml = archive.read("word/document.xml").decode()
+    head, rest = xml.split("<w:body>", 1)
+    body = "".join(
+        f"<w:p><w:r><w:t>Paragraph {i} of a long document.</w:t></w:r></w:p>"
+        for i in range(paragraphs)
+    )
+    return samples.rezip(
+        source, replace={"word/document.xml": f"{head}<w:body>{body}{rest}".encode()}
+    )
+
+
 def sleep_forever(data: bytes) -> list[str]:
     """A sandbox entry that never ends and uses no CPU: only the wall clock stops it."""
     time.sleep(3600)

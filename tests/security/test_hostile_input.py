@@ -246,6 +246,13 @@ def test_a_pdf_that_explodes_on_parse_is_stopped_by_the_cpu_limit(alice_client, 
     assert_still_healthy(alice_client, worker)
 
 
+def test_a_docx_that_stalls_its_parser_is_stopped_by_the_cpu_limit(alice_client, worker, settings):
+    settings.REPORTS_PARSE_CPU_S = 1
+    task = fails_at_parse(alice_client, worker, "long.docx", hostile.docx_that_stalls())
+    assert "took too long to read (1 s of CPU time)" in task.error_message
+    assert_still_healthy(alice_client, worker)
+
+
 def test_a_pdf_with_a_huge_page_tree_is_stopped_by_the_wall_clock(alice_client, worker, settings):
     settings.REPORTS_PARSE_TIMEOUT_S = 1.5
     task = fails_at_parse(alice_client, worker, "pages.pdf", hostile.pdf_with_a_huge_page_tree())
