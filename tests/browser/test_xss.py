@@ -127,11 +127,20 @@ def test_a_hostile_file_name_is_shown_as_text_on_the_home_page_and_in_admin(watc
     expect(page.locator("body")).to_contain_text(FILE_NAME)
     watched.assert_nothing_ran()
 
-    # alice is the demo's admin: the task list and the task's own page in Django admin.
-    for path in ("/admin/reports/task/", f"/admin/reports/task/{task_id}/change/"):
+    # alice is the demo's admin: tasks and attempts (with the model's text) in Django admin.
+    attempt_id = page.request.get(f"/api/tasks/{task_id}").json()["attempts"][0]["attempt_id"]
+    for path in (
+        "/admin/reports/attempt/",
+        f"/admin/reports/attempt/{attempt_id}/change/",
+        "/admin/reports/task/",
+        f"/admin/reports/task/{task_id}/change/",
+    ):
         response = page.goto(path)
         assert response is not None and response.ok, path
         watched.assert_nothing_ran()
+        if path.startswith("/admin/reports/attempt/") and path.endswith("/change/"):
+            # The model's text, payloads and all, is on this page: as text.
+            expect(page.locator("body")).to_contain_text("<script>window.__xss='script'")
     expect(page.locator("body")).to_contain_text(FILE_NAME)
     expect(page.locator("body")).to_contain_text("window.__xss='instructions'")
 
