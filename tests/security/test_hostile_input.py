@@ -266,6 +266,10 @@ def test_a_pdf_that_needs_too_much_memory_is_stopped_by_the_memory_limit(
     settings.REPORTS_PARSE_MEMORY_MB = 160
     task = fails_at_parse(alice_client, worker, "flood.pdf", hostile.pdf_that_explodes())
     assert "needs too much memory" in task.error_message
+    # Under the same limit an ordinary PDF is read: it was the document, not the limit.
+    submit(alice_client, upload("fine.pdf", samples.text_pdf(SAMPLE.replace("\n", " "))))
+    run_all(worker)
+    assert Task.objects.filter(status=Status.SUCCEEDED).count() == 1
     assert_still_healthy(alice_client, worker)
 
 

@@ -42,8 +42,11 @@ def test_a_child_that_blocks_without_cpu_is_killed_by_the_wall_clock():
 
 
 def test_a_child_that_allocates_without_end_is_stopped_at_its_memory_limit():
+    limits = Limits(30, 256, 60)
     with pytest.raises(ParseError, match="too much memory"):
-        run("tests.security.hostile.allocate_without_end", b"", Limits(30, 256, 60))
+        run("tests.security.hostile.allocate_without_end", b"", limits)
+    # The same limit leaves room for reading an ordinary document.
+    assert run("reports.parsers.pdf.page_texts", samples.text_pdf("Fine"), limits) == ["Fine"]
 
 
 def test_a_child_that_dies_otherwise_is_a_plain_could_not_be_read():
