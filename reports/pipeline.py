@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import uuid
 from dataclasses import dataclass, field
 
@@ -42,6 +43,9 @@ FLUSH_INTERVAL_S = 0.1  # coalesce provider deltas into one event about this oft
 FLUSH_CHARS = 400  # …or once this many characters are waiting
 _END = object()  # the provider's stream ended
 _WAKE = object()  # a stop was requested
+# PostgreSQL refuses NUL in text and JSON, and no database stores a lone surrogate (a broken
+# server can send one as a JSON escape): the model's output drops NUL and shows U+FFFD.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass
@@ -209,8 +213,7 @@ class AttemptRun:
         """Take one stream item in; return how the attempt ends when the stream did."""
         if isinstance(item, TextDelta):
             self._answered = True
-            # PostgreSQL refuses NUL in text and in JSON: the model's output loses it here.
-            text = item.text.replace("\x00", "")
+            text = _UNSTORABLE.sub(lambda m: "" if m[0] == "\x00" else "\ufffd", item.text)
             if text:
                 now = self.clock.monotonic()
                 self._last_text_at = now

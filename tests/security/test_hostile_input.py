@@ -325,17 +325,23 @@ def test_other_encodings_are_decoded_and_nul_never_reaches_the_database(
     assert "\x00" not in "".join(Attempt.objects.values_list("text", flat=True))
 
 
-def test_nul_in_the_models_output_is_dropped_before_it_is_stored(alice_client, scripted_worker):
+def test_nul_and_lone_surrogates_in_the_models_output_never_reach_the_database(
+    alice_client, scripted_worker
+):
     from reports.providers.base import Completed, TextDelta, Usage
 
     async def script(request, clock):
-        for piece in ["# Re\x00port\n\n## Summary\n\nIt\x00 works.\n\n", "## More\n\nText.\x00\n"]:
+        # A lone surrogate is what a broken server's "\\ud800" JSON escape decodes to.
+        for piece in [
+            "# Re\x00port \ud800\n\n## Summary\n\nIt\x00 works.\n\n",
+            "## More\n\nText.\n",
+        ]:
             yield TextDelta(piece)
         yield Completed("stop", Usage(1, 2, None, "provider"))
 
     response = submit(alice_client)
     run_all(scripted_worker(script))
     text = report_text(alice_client, response)
-    assert text.startswith("# Report\n") and "\x00" not in text
+    assert text.startswith("# Report \ufffd\n") and "\x00" not in text
     deltas = TaskEvent.objects.filter(task=task_of(response), type="delta")
     assert "\x00" not in "".join(e.data["text"] for e in deltas)
