@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 
 from pypdf import PasswordType, PdfReader
 
@@ -20,6 +21,7 @@ NO_TEXT_LAYER = (
     "upload a PDF with selectable text, or run it through OCR first."
 )
 UNREADABLE = "The PDF could not be read; it may be damaged. Try saving or exporting it again."
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class PdfParser(Parser):
@@ -70,4 +72,7 @@ def _page_texts(data: bytes) -> list[str]:
 
 
 def _clean(text: str) -> str:
-    return text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").strip()
+    # A PDF's text can hold NUL and lone surrogates (from broken UTF-16 strings); neither
+    # may reach the database.
+    text = _SURROGATE.sub("\ufffd", text.replace("\x00", ""))
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()

@@ -26,7 +26,9 @@ SUBMIT_ERRORS = (InvalidContent, UnsupportedContent)
 
 
 def _clean(text: str) -> None:
+    """Text fit for the database and for display: no NUL, no lone surrogate, no CR."""
     assert "\x00" not in text and "\r" not in text
+    assert not any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
 def check_text_parser(data: bytes, extension: str = ".txt") -> None:
