@@ -28,7 +28,7 @@ TARGETS = {
     # The binary formats are fuzzed as damage to a valid document: from nothing, a fuzzer
     # rarely gets past their signatures and archive structure.
     "docx": lambda data: targets.check_docx(
-        targets.mutate(targets.DOCX_SEED, targets.flips_from(data) or [(0, 0x50)])
+        targets.docx_with_damaged_xml(targets.flips_from(data) or [(0, 0x3C)])
     ),
     "pdf": lambda data: targets.check_pdf_pages(
         targets.mutate(targets.PDF_SEED, targets.flips_from(data) or [(0, 0x25)])

@@ -90,22 +90,22 @@ def flips_from(data: bytes) -> list[tuple[int, int]]:
     ]
 
 
+def docx_with_damaged_xml(flips: list[tuple[int, int]]) -> bytes:
+    """Return the seed .docx with bytes of its document part replaced, in a sound archive:
+    the damage reaches the XML parser instead of stopping at the archive's checksums."""
+    return samples.rezip(DOCX_SEED, replace={"word/document.xml": mutate(DOCUMENT_XML, flips)})
+
+
 def _docx_seed() -> bytes:
     def build(document) -> None:
         document.add_heading("Fuzz", 1)
         document.add_paragraph("A paragraph of text for the fuzzer to break.")
+        document.add_table(rows=2, cols=2).cell(0, 0).text = "cell"
 
-    # Stored, not deflated: flipped bytes then land in the XML, not only in the compression.
-    original = samples.docx_bytes(build)
-    out = io.BytesIO()
-    with (
-        zipfile.ZipFile(io.BytesIO(original)) as source,
-        zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as copy,
-    ):
-        for entry in source.infolist():
-            copy.writestr(entry.filename, source.read(entry))
-    return out.getvalue()
+    return samples.docx_bytes(build)
 
 
 DOCX_SEED = _docx_seed()
+with zipfile.ZipFile(io.BytesIO(DOCX_SEED)) as _archive:
+    DOCUMENT_XML = _archive.read("word/document.xml")
 PDF_SEED = samples.text_pdf("Fuzzing the PDF parser", "Second page")

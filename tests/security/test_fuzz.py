@@ -53,6 +53,12 @@ def test_a_damaged_docx_raises_only_the_parsers_own_errors(flips):
 
 @fuzz
 @given(flips=FLIPS)
+def test_a_docx_with_damaged_xml_raises_only_the_parsers_own_errors(flips):
+    targets.check_docx(targets.docx_with_damaged_xml(flips))
+
+
+@fuzz
+@given(flips=FLIPS)
 def test_a_damaged_pdf_raises_only_a_parse_error(flips):
     targets.check_pdf_pages(targets.mutate(targets.PDF_SEED, flips))
 
