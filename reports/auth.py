@@ -12,10 +12,11 @@ from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
+from reports import upload_limits
 from reports.models import ApiToken
+from reports.upload_limits import MB
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
-MB = 1024 * 1024
 
 
 class ApiError(Exception):
@@ -59,12 +60,17 @@ def authenticate(request: HttpRequest):
             reason = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
             if reason is not None:
                 # A form whose upload was stopped may have lost its token with the rest.
-                from reports.upload_limits import raise_if_stopped
-
-                raise_if_stopped(request)
+                raise_if_upload_stopped(request)
                 raise ApiError(403, "csrf_failed", "CSRF check failed; reload the page.")
         return request.user
     raise _unauthenticated("Log in, or send a token as 'Authorization: Bearer <token>'.")
+
+
+def raise_if_upload_stopped(request: HttpRequest) -> None:
+    """Raise the 413 of an upload the limits stopped (reports.upload_limits)."""
+    message = upload_limits.stopped(request)
+    if message is not None:
+        raise ApiError(413, "file_too_large", message)
 
 
 def _unauthenticated(message: str) -> ApiError:
@@ -105,9 +111,7 @@ def api_view(methods: set[str]) -> Callable:
                         {"Allow": ", ".join(sorted(methods))},
                     )
                 check_content_length(request)
-                from reports.upload_limits import install  # builds on this module
-
-                install(request)
+                upload_limits.install(request)
                 user = authenticate(request)
                 return view(request, user, *args, **kwargs)
             except ApiError as exc:

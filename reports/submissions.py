@@ -18,8 +18,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from reports import notify, storage, upload_limits, wakeups
-from reports.auth import MB, ApiError
+from reports import notify, storage, wakeups
+from reports.auth import MB, ApiError, raise_if_upload_stopped
 from reports.models import Document, Lane, Status, Task
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
 from reports.parsers.base import InvalidContent, UnsupportedContent
@@ -82,7 +82,7 @@ def read_submission(request) -> Submission:
         )
     files = request.FILES.getlist("files")
     # The upload limits may have stopped the parse: what arrived is incomplete.
-    upload_limits.raise_if_stopped(request)
+    raise_if_upload_stopped(request)
     if not files:
         raise ApiError(400, "invalid_request", "Choose at least one file to upload.")
     if len(files) > settings.REPORTS_MAX_FILES:

@@ -3,8 +3,9 @@
 `UploadLimits` goes first in a request's upload handlers. It counts the bytes of each
 file and of all files together as Django's multipart parser hands them over, and stops
 the parse at the first chunk over a limit: the rest of the body is not read, and the
-files received so far are dropped. What was wrong is kept on the request, so that the
-view answers SPEC §3's 413 instead of mistaking the cut-short form for one with no file.
+files received so far are dropped. What was wrong is kept on the request (see
+`stopped`), so that the view answers SPEC §3's 413 instead of mistaking the cut-short
+form for one with no file.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from django.conf import settings
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest
 
-from reports.auth import MB, ApiError
-
-_REFUSAL = "_upload_refusal"
+MB = 1024 * 1024
+_STOPPED = "_upload_stopped"
 
 
 class UploadLimits(FileUploadHandler):
@@ -36,21 +36,19 @@ class UploadLimits(FileUploadHandler):
         self.file_bytes += len(raw_data)
         self.request_bytes += len(raw_data)
         if self.file_bytes > self.file_limit:
-            from reports.submissions import display_name
-
-            self._refuse(
-                f"{display_name(self.file_name or '')} is over the limit of "
-                f"{settings.REPORTS_MAX_FILE_MB:g} MB a file."
+            # Django's parser has already cut the name to its last part, printable only.
+            self._stop(
+                f"{self.file_name} is over the limit of {settings.REPORTS_MAX_FILE_MB:g} MB a file."
             )
         if self.request_bytes > self.request_limit:
-            self._refuse(f"The files add up to more than {settings.REPORTS_MAX_REQUEST_MB:g} MB.")
+            self._stop(f"The files add up to more than {settings.REPORTS_MAX_REQUEST_MB:g} MB.")
         return raw_data
 
     def file_complete(self, file_size: int) -> None:
         return None  # the next handler (memory or temporary file) makes the file
 
-    def _refuse(self, message: str) -> None:
-        setattr(self.request, _REFUSAL, ApiError(413, "file_too_large", message))
+    def _stop(self, message: str) -> None:
+        setattr(self.request, _STOPPED, message)
         # connection_reset: Django neither reads nor drains the rest of the body.
         raise StopUpload(connection_reset=True)
 
@@ -60,8 +58,6 @@ def install(request: HttpRequest) -> None:
     request.upload_handlers.insert(0, UploadLimits(request))
 
 
-def raise_if_stopped(request: HttpRequest) -> None:
-    """Raise the 413 of an upload the limits stopped; do nothing otherwise."""
-    refusal = getattr(request, _REFUSAL, None)
-    if refusal is not None:
-        raise refusal
+def stopped(request: HttpRequest) -> str | None:
+    """Return why the limits stopped this request's upload, or None if they did not."""
+    return getattr(request, _STOPPED, None)

@@ -17,7 +17,7 @@ from django.test import Client, RequestFactory
 from django.test.client import encode_multipart
 
 from reports import api, upload_limits
-from reports.auth import ApiError
+from reports.auth import ApiError, raise_if_upload_stopped
 from reports.models import Attempt, Document, Status, Task, TaskEvent
 from tests.conftest import SAMPLE, run_all, submit, task_of, upload
 from tests.parsers import samples
@@ -100,7 +100,7 @@ def test_the_request_limit_stops_the_parse_at_the_file_that_crosses_it(settings,
     assert [f.name for f in parsed.getlist("files")] == ["part0.md", "part1.md"]
     assert stream.bytes_read < 1.5 * MB < len(body)
     with pytest.raises(ApiError) as refused:
-        upload_limits.raise_if_stopped(request)
+        raise_if_upload_stopped(request)
     assert (refused.value.status, refused.value.code) == (413, "file_too_large")
     assert "1 MB" in refused.value.message
 
