@@ -25,7 +25,9 @@ THROTTLED = "throttled"
 
 def _keys(request, username: str) -> tuple[str, str]:
     address = request.META.get("REMOTE_ADDR", "") if request is not None else ""
-    digest = hashlib.sha256(f"{username.casefold()}\n{address}".encode()).hexdigest()
+    # Stripped and case-folded: the form strips the name, so " alice" is alice too.
+    name = username.strip().casefold()
+    digest = hashlib.sha256(f"{name}\n{address}".encode()).hexdigest()
     return f"login-failures:{digest}", f"login-failures-since:{digest}"
 
 

@@ -166,6 +166,16 @@ def test_revoking_the_tokens_of_an_unknown_user_is_an_error():
         call_command("revoke_token", "carol")
 
 
+def test_an_admin_revokes_a_token_by_deleting_it(alice, alice_token):
+    admin = Client()
+    admin.force_login(alice.__class__.objects.create_superuser("root", password="root-pass"))
+    token = ApiToken.objects.get(user=alice)
+    response = admin.post(f"/admin/reports/apitoken/{token.pk}/delete/", {"post": "yes"})
+    assert response.status_code == 302
+    response = Client().get("/api/tasks", headers={"Authorization": f"Bearer {alice_token}"})
+    assert_refused(response, 401, "unauthenticated")
+
+
 def test_a_token_of_a_deactivated_user_is_refused(alice, alice_token):
     alice.is_active = False
     alice.save()
@@ -215,16 +225,16 @@ def throttle(settings):
     cache.clear()
 
 
-def login(path: str, password: str, address: str = "10.0.0.1"):
-    return Client(REMOTE_ADDR=address).post(path, {"username": "alice", "password": password})
+def login(path: str, password: str, address: str = "10.0.0.1", username: str = "alice"):
+    return Client(REMOTE_ADDR=address).post(path, {"username": username, "password": password})
 
 
 @pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
 def test_repeated_failed_logins_lock_that_username_from_that_address(alice, throttle, path):
     alice.is_staff = True
     alice.save()
-    for _ in range(3):
-        assert login(path, "wrong").status_code == 200  # the form again, with its error
+    for spelling in ("alice", " alice", "alice "):  # the form strips names: all are alice
+        assert login(path, "wrong", username=spelling).status_code == 200  # the form again
     refused = login(path, "alice-pass")
     assert refused.status_code == (429 if path == "/accounts/login/" else 200)
     assert "Too many failed logins" in refused.content.decode()
