@@ -27,7 +27,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 class PdfParser(Parser):
     extensions = (".pdf",)
     media_type = "application/pdf"
-    version = "1"
+    version = "2"
 
     def check(self, data: bytes) -> None:
         if not data.strip():

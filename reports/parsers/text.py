@@ -120,7 +120,7 @@ def decode_for_extract(data: bytes) -> str:
 class TextParser(Parser):
     extensions = (".txt", ".md")
     media_type = "text/plain"
-    version = "1"
+    version = "2"
 
     def check(self, data: bytes) -> None:
         if not decode_text(data).strip():
