@@ -251,3 +251,19 @@ if REPORTS_CONTEXT_TOKENS < REPORTS_MAX_OUTPUT_TOKENS + 2_000:
         f"REPORTS_CONTEXT_TOKENS ({REPORTS_CONTEXT_TOKENS}) must leave at least 2000 tokens "
         f"of input after REPORTS_MAX_OUTPUT_TOKENS ({REPORTS_MAX_OUTPUT_TOKENS})."
     )
+# --- Hardening: parse sandbox, rate limits, login throttling (docs/security.md) ----------
+REPORTS_PARSE_CPU_S = env_int("REPORTS_PARSE_CPU_S", 60, minimum=1)
+REPORTS_PARSE_MEMORY_MB = env_int("REPORTS_PARSE_MEMORY_MB", 1024, minimum=64)
+REPORTS_PARSE_TIMEOUT_S = env_number("REPORTS_PARSE_TIMEOUT_S", 90, minimum=1)
+# Task creation per user: at most REPORTS_USER_RATE_LIMIT tasks in any
+# REPORTS_USER_RATE_WINDOW_S seconds (429 rate_limited with Retry-After beyond that).
+REPORTS_USER_RATE_LIMIT = env_int("REPORTS_USER_RATE_LIMIT", 30, minimum=1)
+REPORTS_USER_RATE_WINDOW_S = env_int("REPORTS_USER_RATE_WINDOW_S", 60, minimum=1)
+# Failed logins per username and address before logins are refused for the lockout.
+REPORTS_LOGIN_MAX_FAILURES = env_int("REPORTS_LOGIN_MAX_FAILURES", 5, minimum=1)
+REPORTS_LOGIN_LOCKOUT_S = env_int("REPORTS_LOGIN_LOCKOUT_S", 900, minimum=1)
+if REDIS_URL:
+    # One count of failed logins for every web process.
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    }

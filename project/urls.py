@@ -1,8 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from reports.login_throttle import ThrottledLoginView
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("reports.urls")),
     path("", include("reports.page_urls")),

@@ -17,6 +17,7 @@ from django.utils.html import format_html, format_html_join
 from reports import storage
 from reports.admin_timing import TimingAdminMixin
 from reports.latency import STAGES
+from reports.login_throttle import ThrottledAdminAuthenticationForm
 from reports.models import LEASED, ApiToken, Attempt, Document, Status, Task, TaskEvent
 from reports.reconciliation import ResolutionRefused, resolve_reconciliation
 
@@ -416,3 +417,7 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     @admin.display(description="digest")
     def digest_prefix(self, token: ApiToken) -> str:
         return token.digest[:12] + "…"
+
+
+# Logins through the admin's own form are throttled like the site's (reports.login_throttle).
+admin.site.login_form = ThrottledAdminAuthenticationForm

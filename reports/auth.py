@@ -8,13 +8,15 @@ from functools import wraps
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.http import HttpRequest, JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
+from reports import upload_limits
 from reports.models import ApiToken
+from reports.upload_limits import MB
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
-MB = 1024 * 1024
 
 
 class ApiError(Exception):
@@ -57,9 +59,18 @@ def authenticate(request: HttpRequest):
         if request.method not in SAFE_METHODS:
             reason = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
             if reason is not None:
+                # A form whose upload was stopped may have lost its token with the rest.
+                raise_if_upload_stopped(request)
                 raise ApiError(403, "csrf_failed", "CSRF check failed; reload the page.")
         return request.user
     raise _unauthenticated("Log in, or send a token as 'Authorization: Bearer <token>'.")
+
+
+def raise_if_upload_stopped(request: HttpRequest) -> None:
+    """Raise the 413 of an upload the limits stopped (reports.upload_limits)."""
+    message = upload_limits.stopped(request)
+    if message is not None:
+        raise ApiError(413, "file_too_large", message)
 
 
 def _unauthenticated(message: str) -> ApiError:
@@ -100,6 +111,7 @@ def api_view(methods: set[str]) -> Callable:
                         {"Allow": ", ".join(sorted(methods))},
                     )
                 check_content_length(request)
+                upload_limits.install(request)
                 user = authenticate(request)
                 return view(request, user, *args, **kwargs)
             except ApiError as exc:
@@ -113,6 +125,10 @@ def api_view(methods: set[str]) -> Callable:
             except TooManyFieldsSent:
                 return ApiError(
                     400, "invalid_request", "The request has too many fields."
+                ).response()
+            except MultiPartParserError as exc:
+                return ApiError(
+                    400, "invalid_request", f"The upload could not be read as a form: {exc}"
                 ).response()
 
         return wrapper

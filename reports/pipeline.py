@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import uuid
 from dataclasses import dataclass, field
 
@@ -52,6 +53,9 @@ ATTEMPT_STATUS = {  # the task status an attempt ends in → the attempt's own o
     Status.CANCELLED: Attempt.Outcome.CANCELLED,
     Status.RECONCILIATION_REQUIRED: Attempt.Outcome.RECONCILIATION_REQUIRED,
 }
+# PostgreSQL refuses NUL in text and JSON, and no database stores a lone surrogate (a broken
+# server can send one as a JSON escape): the model's output drops NUL and shows U+FFFD.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 @dataclass
@@ -222,7 +226,8 @@ class AttemptRun:
         """Take one stream item in; return how the attempt ends when the stream did."""
         if isinstance(item, TextDelta):
             self._answered = True
-            if item.text:
+            text = _UNSTORABLE.sub(lambda m: "" if m[0] == "\x00" else "\ufffd", item.text)
+            if text:
                 now = self.clock.monotonic()
                 self._last_text_at = now
                 if self.first_text_ms is None:
@@ -231,8 +236,8 @@ class AttemptRun:
                     tracing.event("first text", first_text_ms=self.first_text_ms)
                 if not self._pending:
                     self._pending_since = now
-                self._pending.append(item.text)
-                self.text.append(item.text)
+                self._pending.append(text)
+                self.text.append(text)
         elif isinstance(item, Heartbeat):
             self._answered = True
             self.request_id = item.request_id or self.request_id

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
+import unicodedata
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import PurePath
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from reports import logs, notify, storage, tracing, wakeups
-from reports.auth import MB, ApiError
+from reports.auth import MB, ApiError, raise_if_upload_stopped
 from reports.models import Document, Lane, Status, Task
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
 from reports.parsers.base import InvalidContent, UnsupportedContent
@@ -24,6 +28,19 @@ from reports.providers import SCENARIOS
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 log = logging.getLogger(__name__)
+# Control characters other than tab and newline; PostgreSQL refuses NUL in text outright.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Combining marks stacked on one character ("zalgo" text) beyond what any script needs.
+MAX_COMBINING_MARKS = 3
+_COMBINING_RUN = re.compile(
+    "[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
+    f"{{{MAX_COMBINING_MARKS + 1},}}"
+)
+
+
+def clean_text(text: str) -> str:
+    """Return form text fit for the database: no NUL or other control characters."""
+    return _CONTROL.sub("", text.replace("\r\n", "\n"))
 
 
 @dataclass(frozen=True)
@@ -66,13 +83,15 @@ def read_submission(request) -> Submission:
             400, "invalid_request", "Idempotency-Key must be 1 to 255 printable ASCII characters."
         )
     files = request.FILES.getlist("files")
+    # The upload limits may have stopped the parse: what arrived is incomplete.
+    raise_if_upload_stopped(request)
     if not files:
         raise ApiError(400, "invalid_request", "Choose at least one file to upload.")
     if len(files) > settings.REPORTS_MAX_FILES:
         raise ApiError(
             413, "file_too_large", f"At most {settings.REPORTS_MAX_FILES} files per request."
         )
-    instructions = request.POST.get("instructions", "").strip()
+    instructions = clean_text(request.POST.get("instructions", "")).strip()
     if len(instructions) > settings.REPORTS_MAX_INSTRUCTIONS_CHARS:
         raise ApiError(
             400,
@@ -126,9 +145,11 @@ def _checked_upload(file) -> Upload:
 
 
 def display_name(raw: str) -> str:
-    """Return the file's own name: no path parts, no control characters, not too long."""
-    name = raw.replace("\\", "/").rsplit("/", 1)[-1]
-    name = "".join(ch for ch in name if ch.isprintable()).strip() or "upload"
+    """Return the file's own name: no path parts, no control or direction-changing
+    characters, no towers of combining marks, not too long."""
+    name = unicodedata.normalize("NFC", raw).replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if ch.isprintable()).strip()
+    name = _COMBINING_RUN.sub(lambda m: m[0][:MAX_COMBINING_MARKS], name) or "upload"
     if len(name) > 200:
         stem, dot, ext = name.rpartition(".")
         name = (stem[:190] + "…" + dot + ext) if dot and len(ext) <= 8 else name[:200]
@@ -145,6 +166,7 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     existing = _replay(user, submission)
     if existing is not None:
         return existing, True
+    _limit_rate(user)
     _admit()
     names = [storage.save_upload(u.data) for u in submission.uploads]
     try:
@@ -197,6 +219,26 @@ def _admit() -> None:
             "Too many reports are waiting; try again shortly.",
             {"Retry-After": str(retry_after_s(queued))},
         )
+
+
+def _limit_rate(user) -> None:
+    """Refuse a user's task over REPORTS_USER_RATE_LIMIT in the sliding window."""
+    window = timedelta(seconds=settings.REPORTS_USER_RATE_WINDOW_S)
+    now = timezone.now()
+    recent = Task.objects.filter(owner=user, created_at__gt=now - window).order_by("-created_at")
+    limit = settings.REPORTS_USER_RATE_LIMIT
+    times = list(recent.values_list("created_at", flat=True)[:limit])
+    if len(times) < limit:
+        return
+    # The oldest of the last `limit` tasks leaves the window first.
+    wait = math.ceil((times[-1] + window - now).total_seconds())
+    raise ApiError(
+        429,
+        "rate_limited",
+        f"You have created {limit} reports in the last "
+        f"{settings.REPORTS_USER_RATE_WINDOW_S} s; try again in {max(1, wait)} s.",
+        {"Retry-After": str(max(1, wait))},
+    )
 
 
 def retry_after_s(queued: int) -> int:

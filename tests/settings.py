@@ -18,3 +18,6 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
 
 # Fast hashing: the tests create users by the dozen; production keeps Django's default.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# Tests create tasks by the dozen in a second; tests/security sets the per-user limit low.
+REPORTS_USER_RATE_LIMIT = 10_000

@@ -11,6 +11,7 @@ import docx
 from docx.table import Table, _Cell
 from docx.text.paragraph import Paragraph
 
+from reports.parsers import sandbox
 from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
 from reports.parsers.text import EMPTY
 
@@ -33,6 +34,12 @@ ZIP_BOMB = "The .docx document looks like a zip bomb: {reason}."
 
 _HEADING = re.compile(r"heading ([1-9])")
 _DECLARATION = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+DECLARATION = (
+    "The .docx document contains a DOCTYPE or ENTITY declaration, which Word never writes; "
+    "it is refused as a possible entity-expansion attack."
+)
+_SCAN_CHUNK = 64 * 1024
+_SCAN_OVERLAP = 64  # longer than any match of _DECLARATION, whitespace aside
 
 
 def check_archive(data: bytes) -> None:
@@ -71,6 +78,13 @@ def check_archive(data: bytes) -> None:
             raise InvalidContent(
                 ZIP_BOMB.format(reason=f"a part is compressed more than {MAX_COMPRESSION_RATIO}:1")
             )
+    try:
+        _reject_declarations(data)
+    except InvalidContent:
+        raise
+    except Exception:
+        # A part that fails to decompress (bad CRC, unknown method, encrypted entry).
+        raise InvalidContent(DAMAGED) from None
 
 
 class DocxParser(Parser):
@@ -82,39 +96,51 @@ class DocxParser(Parser):
         check_archive(data)
 
     def extract(self, data: bytes) -> str:
-        # The upload was checked at submit time, but this runs in a worker, on stored bytes:
-        # check again rather than trust that.
-        try:
-            check_archive(data)
-        except (InvalidContent, UnsupportedContent) as exc:
-            raise ParseError(str(exc)) from None
-        try:
-            _reject_declarations(data)
-            document = docx.Document(io.BytesIO(data))
-            blocks = [_block_text(block) for block in document.iter_inner_content()]
-        except ParseError:
-            raise
-        except Exception:
-            # zipfile, lxml and python-docx raise many kinds of exception on a damaged file;
-            # every one means the same thing to the user.
-            raise ParseError(DAMAGED) from None
-        text = "\n\n".join(block for block in blocks if block).replace("\x00", "")
-        if not text.strip():
-            raise ParseError(NO_TEXT)
-        return text
+        return sandbox.run(f"{__name__}.document_text", data, sandbox.Limits.from_settings())
 
 
-def _reject_declarations(data: bytes) -> None:
+def document_text(data: bytes) -> str:
+    """Return the document's text; run in the sandbox's child process."""
+    # The upload was checked at submit time, but this runs on stored bytes: check again
+    # rather than trust that.
+    try:
+        check_archive(data)
+    except (InvalidContent, UnsupportedContent) as exc:
+        raise ParseError(str(exc)) from None
+    try:
+        document = docx.Document(io.BytesIO(data))
+        blocks = [_block_text(block) for block in document.iter_inner_content()]
+    except MemoryError:
+        raise  # the sandbox answers it as a document too big to read
+    except Exception:
+        # zipfile, lxml and python-docx raise many kinds of exception on a damaged file;
+        # every one means the same thing to the user.
+        raise ParseError(DAMAGED) from None
+    text = "\n\n".join(block for block in blocks if block).replace("\x00", "")
+    if not text.strip():
+        raise ParseError(NO_TEXT)
+    return text
+
+
+def _reject_declarations(archive_bytes: bytes) -> None:
     # A DTD can define entities (billion laughs, external files); WordprocessingML never needs
-    # one, so any declaration is a trick. python-docx's parser does not resolve entities
-    # either; this is a second line.
-    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+    # one, so any declaration is a trick, refused before any XML parser sees the part.
+    # The parts are read in chunks: their total size was bounded by the checks above.
+    with zipfile.ZipFile(io.BytesIO(archive_bytes)) as archive:
         for entry in archive.infolist():
-            if not entry.filename.endswith((".xml", ".rels")):
-                continue
-            # Dropping NUL bytes makes a UTF-16 declaration searchable as ASCII.
-            if _DECLARATION.search(archive.read(entry).replace(b"\x00", b"")):
-                raise ParseError("The .docx document contains a DOCTYPE or ENTITY declaration.")
+            if entry.filename.endswith((".xml", ".rels")) and _declares(archive.open(entry)):
+                raise InvalidContent(DECLARATION)
+
+
+def _declares(part) -> bool:
+    tail = b""
+    while chunk := part.read(_SCAN_CHUNK):
+        # Dropping NUL bytes makes a UTF-16 declaration searchable as ASCII.
+        window = tail + chunk.replace(b"\x00", b"")
+        if _DECLARATION.search(window):
+            return True
+        tail = window[-_SCAN_OVERLAP:]
+    return False
 
 
 def _block_text(block: Paragraph | Table) -> str:

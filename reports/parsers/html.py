@@ -156,7 +156,7 @@ def has_visible_text(html: str) -> bool:
 class HtmlParser(Parser):
     extensions = (".html",)
     media_type = "text/html"
-    version = "1"
+    version = "2"
 
     def check(self, data: bytes) -> None:
         html = decode_text(data)

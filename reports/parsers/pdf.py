@@ -1,11 +1,13 @@
-"""PDF: the text layer of every page, read with pypdf."""
+"""PDF: the text layer of every page, read with pypdf in a limited child process."""
 
 from __future__ import annotations
 
 import io
+import re
 
 from pypdf import PasswordType, PdfReader
 
+from reports.parsers import sandbox
 from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
 from reports.parsers.text import EMPTY
 
@@ -19,12 +21,13 @@ NO_TEXT_LAYER = (
     "upload a PDF with selectable text, or run it through OCR first."
 )
 UNREADABLE = "The PDF could not be read; it may be damaged. Try saving or exporting it again."
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class PdfParser(Parser):
     extensions = (".pdf",)
     media_type = "application/pdf"
-    version = "1"
+    version = "2"
 
     def check(self, data: bytes) -> None:
         if not data.strip():
@@ -35,18 +38,23 @@ class PdfParser(Parser):
     def extract(self, data: bytes) -> str:
         if SIGNATURE not in data[:SIGNATURE_WINDOW]:
             raise ParseError(UNREADABLE)
-        try:
-            pages = _page_texts(data)
-        except ParseError:
-            raise
-        except Exception:
-            # pypdf raises many kinds of exception on malformed files (its own, but also
-            # KeyError, ValueError, …); every one means the same thing to the user.
-            raise ParseError(UNREADABLE) from None
+        pages = sandbox.run(f"{__name__}.page_texts", data, sandbox.Limits.from_settings())
         text = "\n\n".join(page for page in pages if page)
         if not text:
             raise ParseError(NO_TEXT_LAYER)
         return text
+
+
+def page_texts(data: bytes) -> list[str]:
+    """Return the text of every page; run in the sandbox's child process."""
+    try:
+        return _page_texts(data)
+    except (ParseError, MemoryError):
+        raise  # the sandbox answers MemoryError as a document too big to read
+    except Exception:
+        # pypdf raises many kinds of exception on malformed files (its own, but also
+        # KeyError, ValueError, …); every one means the same thing to the user.
+        raise ParseError(UNREADABLE) from None
 
 
 def _page_texts(data: bytes) -> list[str]:
@@ -64,4 +72,7 @@ def _page_texts(data: bytes) -> list[str]:
 
 
 def _clean(text: str) -> str:
-    return text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").strip()
+    # A PDF's text can hold NUL and lone surrogates (from broken UTF-16 strings); neither
+    # may reach the database.
+    text = _SURROGATE.sub("\ufffd", text.replace("\x00", ""))
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip()

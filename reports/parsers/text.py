@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import re
 
 from charset_normalizer import from_bytes
 
@@ -18,6 +19,10 @@ UNREADABLE = (
 # At most this share of "mess" (charset_normalizer's chaos) in a detected decoding.
 MAX_CHAOS = 0.1
 
+# Bytes that are not UTF-8, as "surrogateescape" decoding leaves them.
+_STRAY_BYTE = re.compile("[\udc80-\udcff]")
+_STRAY_RUN = re.compile("[\udc80-\udcff]+")
+
 # UTF-32 first: its little-endian BOM begins with UTF-16's.
 _BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF32_LE, "utf-32"),
@@ -30,6 +35,12 @@ _BOMS: tuple[tuple[bytes, str], ...] = (
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"%PDF-", "a PDF document"),
     (b"PK\x03\x04", "a zip archive (such as a .docx document)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "an old-style Office document"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"\x1f\x8b", "a gzip archive"),
+    (b"\x7fELF", "a program"),
 )
 
 
@@ -54,7 +65,25 @@ def decode_text(data: bytes) -> str:
     try:
         return _normalise(data.decode("utf-8-sig"))
     except UnicodeDecodeError:
-        return _normalise(_detect(data))
+        mended = _mend_mixed(data)
+        return _normalise(_detect(data) if mended is None else mended)
+
+
+def _mend_mixed(data: bytes) -> str | None:
+    """Return mostly-UTF-8 text with its stray single bytes read as windows-1252.
+
+    A UTF-8 file with a pasted Latin-1 or windows-1252 passage is the usual "mixed
+    encoding". It counts as one when its valid non-ASCII UTF-8 characters are at least as
+    many as its stray bytes; otherwise (None) the whole file is in another encoding.
+    """
+    text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
+    stray = sum(1 for _ in _STRAY_BYTE.finditer(text))
+    valid = sum(1 for ch in text if ord(ch) > 0x7F) - stray
+    if valid < stray:
+        return None
+    return _STRAY_RUN.sub(
+        lambda run: bytes(ord(ch) - 0xDC00 for ch in run[0]).decode("cp1252", "replace"), text
+    )
 
 
 def _detect(data: bytes) -> str:
@@ -91,7 +120,7 @@ def decode_for_extract(data: bytes) -> str:
 class TextParser(Parser):
     extensions = (".txt", ".md")
     media_type = "text/plain"
-    version = "1"
+    version = "2"
 
     def check(self, data: bytes) -> None:
         if not decode_text(data).strip():

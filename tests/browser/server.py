@@ -74,6 +74,7 @@ class LiveServer:
             "REPORTS_DATA_DIR": str(self.data_dir),
             "REPORTS_ALLOW_SCENARIOS": "1",
             "REPORTS_EMBEDDED_WORKER": "1",
+            "REPORTS_USER_RATE_LIMIT": "10000",  # tests submit faster than people
             "PYTHONUNBUFFERED": "1",
             **{key: str(value) for key, value in env.items()},
         }

@@ -16,3 +16,8 @@ REPORTS_PROVIDERS = {
 }
 # Room for the whole long report (about 20,000 simulated tokens) under the output cap.
 REPORTS_MAX_OUTPUT_TOKENS = 50_000
+# The `hostile` test provider (REPORTS_PROVIDER=hostile): a report full of script payloads.
+REPORTS_PROVIDERS["hostile"] = {
+    "BACKEND": "tests.browser.hostile_provider.HostileProvider",
+    "OPTIONS": {"tokens_per_s": 400, "ttft_s": 0.2},
+}

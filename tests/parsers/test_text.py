@@ -94,3 +94,13 @@ def test_markdown_is_returned_as_written() -> None:
     markdown = "# Title\n\n    indented code\n\n- item\n"
 
     assert parser.extract(markdown.encode()) == markdown
+
+
+def test_utf8_with_a_pasted_windows_1252_passage_is_mended_not_garbled() -> None:
+    data = "Le café est très bon. ".encode() * 3 + "Un naïf garçon \u2013 enfin.".encode("cp1252")
+    assert decode_text(data) == "Le café est très bon. " * 3 + "Un naïf garçon \u2013 enfin."
+
+
+def test_a_legacy_file_with_one_accidental_utf8_pair_is_still_detected_as_a_whole() -> None:
+    text = "Это тестовый текст о приливной энергии в малых гаванях. " * 3 + "Ж«"  # noqa: RUF001
+    assert decode_text(text.encode("cp1251")) == text

@@ -1,0 +1,103 @@
+"""Run a parser's extraction in a child process under CPU-time, memory and wall-clock limits.
+
+A hostile document can make a parser loop or allocate without end. In a child process
+with `setrlimit` applied before the document is read, that costs the child its life and
+the user a clear message, never the server its CPU or memory.
+
+Run as `python -m reports.parsers.sandbox <entry> <cpu_s> <memory_mb>`: the child reads the
+document on stdin, calls `entry` (a dotted path to a function of bytes) and writes its
+result, or the message of the ParseError it raised, as JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from reports.parsers.base import ParseError
+
+MB = 1024 * 1024
+OUT_OF_MEMORY_EXIT = 3
+TOO_SLOW = (
+    "The document took too long to read ({limit}); it may be malformed or built to stall readers."
+)
+TOO_BIG = (
+    "The document needs too much memory to read; it may be malformed or built to exhaust readers."
+)
+CRASHED = "The document could not be read; it may be damaged. Try saving or exporting it again."
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpu_s: int
+    memory_mb: int
+    wall_s: float
+
+    @classmethod
+    def from_settings(cls) -> Limits:
+        from django.conf import settings
+
+        return cls(
+            cpu_s=settings.REPORTS_PARSE_CPU_S,
+            memory_mb=settings.REPORTS_PARSE_MEMORY_MB,
+            wall_s=settings.REPORTS_PARSE_TIMEOUT_S,
+        )
+
+
+def run(entry: str, data: bytes, limits: Limits):
+    """Return entry(data) computed in a limited child; raise ParseError when it fails."""
+    command = [
+        sys.executable,
+        "-m",
+        "reports.parsers.sandbox",
+        entry,
+        str(limits.cpu_s),
+        str(limits.memory_mb),
+    ]
+    try:
+        child = subprocess.run(command, input=data, capture_output=True, timeout=limits.wall_s)
+    except subprocess.TimeoutExpired:
+        # subprocess.run has killed the child already.
+        raise ParseError(TOO_SLOW.format(limit=f"{limits.wall_s:g} s")) from None
+    if child.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+        raise ParseError(TOO_SLOW.format(limit=f"{limits.cpu_s} s of CPU time"))
+    if child.returncode == OUT_OF_MEMORY_EXIT:
+        raise ParseError(TOO_BIG)
+    if child.returncode != 0:
+        raise ParseError(CRASHED)
+    answer = json.loads(child.stdout)
+    if "error" in answer:
+        raise ParseError(answer["error"])
+    return answer["result"]
+
+
+def _limit_self(cpu_s: int, memory_mb: int) -> None:
+    import resource
+
+    # Over the soft CPU limit the kernel sends SIGXCPU (which ends the process), a second
+    # later SIGKILL; over the address-space limit, allocations fail with MemoryError.
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
+    resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MB, memory_mb * MB))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _child(entry: str, cpu_s: str, memory_mb: str) -> None:
+    _limit_self(int(cpu_s), int(memory_mb))
+    data = sys.stdin.buffer.read()
+    module, _, name = entry.rpartition(".")
+    try:
+        function = getattr(__import__(module, fromlist=[name]), name)
+        answer = {"result": function(data)}
+    except MemoryError:
+        os._exit(OUT_OF_MEMORY_EXIT)
+    except ParseError as exc:
+        answer = {"error": str(exc)}
+    sys.stdout.write(json.dumps(answer))
+
+
+if __name__ == "__main__":
+    _child(*sys.argv[1:])

@@ -1,0 +1,116 @@
+"""Hostile documents, built in code: each one attacks a parser or a limit."""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+import zlib
+
+from tests.parsers import samples
+
+
+def pdf_that_explodes(operators: int = 2_000_000) -> bytes:
+    """Return a PDF of some 60 KB whose one page decompresses to millions of text operators.
+
+    Reading its text costs minutes of CPU time and hundreds of MB: a flood, not a document.
+    """
+    content = b"BT /F1 12 Tf " + b"(ab) Tj 0 -1 Td " * operators + b" ET"
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+    return samples.pdf_from_objects(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
+            samples._stream(zlib.compress(content, 9), b"/Filter /FlateDecode "),
+            font,
+        ]
+    )
+
+
+def pdf_with_a_huge_page_tree(pages: int = 100_000) -> bytes:
+    """Return a PDF whose page tree lists one page 100,000 times: half a minute of work."""
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+    return samples.pdf_from_objects(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join([b"3 0 R"] * pages), pages),
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 5 0 R >> >> /Contents 4 0 R >>",
+            samples._stream(b"BT /F1 12 Tf (page) Tj ET"),
+            font,
+        ]
+    )
+
+
+def docx_of(document_xml: bytes) -> bytes:
+    """Return a minimal .docx whose document part is `document_xml`."""
+    return samples.zip_of(
+        {
+            "[Content_Types].xml": (
+                b'<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
+                b'package/2006/content-types"/>'
+            ),
+            "word/document.xml": document_xml,
+        }
+    )
+
+
+def billion_laughs_docx() -> bytes:
+    """Return a .docx whose document part nests entities ten deep: 10^9 "lol"s if expanded."""
+    entities = ['<!ENTITY lol0 "lol">'] + [
+        f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10)
+    ]
+    xml = (
+        '<?xml version="1.0"?><!DOCTYPE w:document [' + "".join(entities) + "]>"
+        '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+        "<w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>"
+    )
+    return docx_of(xml.encode())
+
+
+def zip_bomb_docx(megabytes: int = 50) -> bytes:
+    """Return a .docx of some 50 KB holding a part that inflates to `megabytes` of zeros."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        archive.writestr("[Content_Types].xml", b"<Types/>")
+        archive.writestr("word/document.xml", b"<w:document/>")
+        archive.writestr("word/media/image1.bin", bytes(megabytes * 1024 * 1024))
+    return out.getvalue()
+
+
+def docx_that_stalls(paragraphs: int = 100_000) -> bytes:
+    """Return a .docx of some 300 KB that python-docx takes minutes to walk.
+
+    Nothing in it is malformed or over a limit: its 100,000 short paragraphs are simply
+    more than python-docx reads in reasonable time (its walk slows with the document).
+    """
+
+    def build(document) -> None:
+        document.add_paragraph("Start.")
+
+    source = samples.docx_bytes(build)
+    with zipfile.ZipFile(io.BytesIO(source)) as archive:
+        xml = archive.read("word/document.xml").decode()
+    head, rest = xml.split("<w:body>", 1)
+    body = "".join(
+        f"<w:p><w:r><w:t>Paragraph {i} of a long document.</w:t></w:r></w:p>"
+        for i in range(paragraphs)
+    )
+    return samples.rezip(
+        source, replace={"word/document.xml": f"{head}<w:body>{body}{rest}".encode()}
+    )
+
+
+def sleep_forever(data: bytes) -> list[str]:
+    """A sandbox entry that never ends and uses no CPU: only the wall clock stops it."""
+    time.sleep(3600)
+    return []
+
+
+def allocate_without_end(data: bytes) -> list[str]:
+    """A sandbox entry that allocates until something stops it."""
+    hoard = []
+    while True:
+        hoard.append(bytearray(16 * 1024 * 1024))

@@ -1,0 +1,61 @@
+"""The parse sandbox: a child process that a hostile document can exhaust, never the server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from reports.parsers import parser_for
+from reports.parsers.base import ParseError
+from reports.parsers.sandbox import Limits, run
+from tests.parsers import samples
+from tests.security import hostile
+
+GENEROUS = Limits(cpu_s=30, memory_mb=1024, wall_s=60)
+
+
+def test_the_child_returns_the_pages_text():
+    pages = run("reports.parsers.pdf.page_texts", samples.text_pdf("One", "Two"), GENEROUS)
+    assert pages == ["One", "Two"]
+
+
+def test_a_parse_error_in_the_child_reaches_the_caller_with_its_message():
+    locked = samples.encrypted_pdf(samples.text_pdf("Secret"), "pw")
+    with pytest.raises(ParseError, match="password-protected"):
+        run("reports.parsers.pdf.page_texts", locked, GENEROUS)
+
+
+def test_a_child_that_burns_cpu_is_killed_at_its_cpu_limit():
+    started = time.monotonic()
+    with pytest.raises(ParseError, match=r"too long to read \(1 s of CPU time\)"):
+        run("reports.parsers.pdf.page_texts", hostile.pdf_that_explodes(), Limits(1, 1024, 60))
+    # Killed by the kernel after one second of CPU time (SIGXCPU), well before the wall clock.
+    assert time.monotonic() - started < 30
+
+
+def test_a_child_that_blocks_without_cpu_is_killed_by_the_wall_clock():
+    started = time.monotonic()
+    with pytest.raises(ParseError, match=r"too long to read \(0.5 s\)"):
+        run("tests.security.hostile.sleep_forever", b"", Limits(30, 1024, 0.5))
+    assert time.monotonic() - started < 30
+
+
+def test_a_child_that_allocates_without_end_is_stopped_at_its_memory_limit():
+    limits = Limits(30, 256, 60)
+    with pytest.raises(ParseError, match="too much memory"):
+        run("tests.security.hostile.allocate_without_end", b"", limits)
+    # The same limit leaves room for reading an ordinary document.
+    assert run("reports.parsers.pdf.page_texts", samples.text_pdf("Fine"), limits) == ["Fine"]
+
+
+def test_a_child_that_dies_otherwise_is_a_plain_could_not_be_read():
+    with pytest.raises(ParseError, match="could not be read"):
+        run("tests.security.hostile.no_such_function", b"", GENEROUS)
+
+
+def test_the_pdf_parser_reads_through_the_sandbox_with_the_settings_limits(settings):
+    settings.REPORTS_PARSE_CPU_S = 1
+    with pytest.raises(ParseError, match="1 s of CPU time"):
+        parser_for("x.pdf").extract(hostile.pdf_that_explodes())
+    assert parser_for("x.pdf").extract(samples.text_pdf("Still fine")) == "Still fine"
