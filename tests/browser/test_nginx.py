@@ -167,3 +167,17 @@ def test_the_task_page_websocket_is_upgraded_through_nginx(nginx, token, slow_se
         assert head.startswith(b"HTTP/1.1 101"), head
         first_frame = rest or sock.recv(4096)
         assert first_frame[0] & 0x0F == 0x1  # a text frame: the replayed events
+
+
+def test_a_body_over_nginx_limit_is_refused_with_the_api_error_body(nginx, token):
+    """nginx stops a request whose Content-Length is over its limit before the body is sent."""
+    conn = http.client.HTTPConnection("127.0.0.1", nginx, timeout=10)
+    conn.putrequest("POST", "/api/tasks")
+    conn.putheader("Authorization", f"Bearer {token}")
+    conn.putheader("Content-Type", "multipart/form-data; boundary=x")
+    conn.putheader("Content-Length", str(30 * 1024 * 1024))
+    conn.endheaders()
+    reply = conn.getresponse()
+    assert reply.status == 413
+    assert reply.getheader("Content-Type").startswith("application/json")
+    assert json.loads(reply.read())["error"]["code"] == "file_too_large"
