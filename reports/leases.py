@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Coalesce, Now
 
+from reports import budgets
 from reports.models import CLAIM_ORDER, LEASED, Attempt, Event, Status, Task, TaskEvent, db_now_plus
 
 # Any fixed number: every claimer takes the same PostgreSQL advisory lock.
@@ -179,4 +180,6 @@ def _reap(task: Task) -> list[Event]:
             text=text,
             usage_source="missing",
         )
+        if to != Status.QUEUED:
+            budgets.task_ended(task.pk)
         return [event]

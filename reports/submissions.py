@@ -1,7 +1,9 @@
-"""Turning an upload into a queued task: checks, idempotency, admission control.
+"""Turning an upload into a queued task: checks, idempotency, admission control, budget.
 
-Everything that can reject a submission does so before anything is stored, so a
-rejected upload leaves nothing behind.
+Everything that can reject a submission does so before anything is stored, except the
+budget reservation, which is made in the transaction that creates the task; when it is
+refused, that transaction rolls back and the stored files are deleted, so a rejected
+upload leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from pathlib import PurePath
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from reports import notify, storage, wakeups
+from reports import budgets, notify, storage, wakeups
 from reports.auth import MB, ApiError
-from reports.models import Document, Lane, Status, Task
+from reports.models import CostStatus, Document, Lane, Status, Task
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
 from reports.parsers.base import InvalidContent, UnsupportedContent
+from reports.prompts import PROMPT_VERSION
 from reports.providers import SCENARIOS
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
@@ -41,6 +44,7 @@ class Submission:
     instructions: str
     scenario: str
     idempotency_key: str | None
+    fresh: bool = False  # write a new report even when an earlier one would do
 
     @property
     def fingerprint(self) -> str:
@@ -92,7 +96,8 @@ def read_submission(request) -> Submission:
             "file_too_large",
             f"The files add up to more than {settings.REPORTS_MAX_REQUEST_MB:g} MB.",
         )
-    return Submission(uploads, instructions, scenario, key)
+    fresh = request.POST.get("fresh", "").strip().lower() in {"1", "true", "on", "yes"}
+    return Submission(uploads, instructions, scenario, key, fresh)
 
 
 def _checked_upload(file) -> Upload:
@@ -162,6 +167,29 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     return task, False
 
 
+def earlier_result(user, submission: Submission) -> Task | None:
+    """Return the user's succeeded task that already answers this submission, if any.
+
+    The same documents (bytes, in order), instructions and scenario — what the content
+    fingerprint covers — written by the same model with the same prompt version. Never
+    another user's; never when `fresh` asks for a new report; and never in place of a
+    task this idempotency key already made, which is replayed instead (SPEC §3).
+    """
+    if submission.fresh or _replay(user, submission) is not None:
+        return None
+    return (
+        Task.objects.filter(
+            owner=user,
+            status=Status.SUCCEEDED,
+            content_sha256=submission.fingerprint,
+            model=settings.REPORTS_MODEL,
+            prompt_version=PROMPT_VERSION,
+        )
+        .order_by("-finished_at")
+        .first()
+    )
+
+
 def _replay(user, submission: Submission) -> Task | None:
     if submission.idempotency_key is None:
         return None
@@ -195,6 +223,11 @@ def retry_after_s(queued: int) -> int:
 
 def _create(user, submission: Submission, storage_names: list[str]) -> Task:
     size = sum(len(u.data) for u in submission.uploads)
+    held = budgets.reservation(settings.REPORTS_MODEL, size, submission.instructions)
+    try:
+        budgets.reserve(user, held)
+    except budgets.BudgetExhausted as exc:
+        raise ApiError(402, "budget_exhausted", str(exc)) from None
     task = Task.objects.create(
         owner=user,
         lane=Lane.LONG if size > settings.REPORTS_LONG_LANE_BYTES else Lane.SHORT,
@@ -203,6 +236,10 @@ def _create(user, submission: Submission, storage_names: list[str]) -> Task:
         idempotency_key=submission.idempotency_key,
         content_sha256=submission.fingerprint,
         input_bytes=size,
+        model=settings.REPORTS_MODEL,
+        prompt_version=PROMPT_VERSION,
+        cost_status=CostStatus.RESERVED,
+        reserved_micros=held,
     )
     Document.objects.bulk_create(
         Document(
