@@ -254,3 +254,12 @@ def _create(user, submission: Submission, storage_names: list[str]) -> Task:
         for i, (u, name) in enumerate(zip(submission.uploads, storage_names, strict=True))
     )
     return task
+
+
+def resubmission(task: Task, idempotency_key: str | None) -> Submission:
+    """Return the submission that made `task`, from its stored files, asking for a fresh report."""
+    uploads = tuple(
+        Upload(d.name, d.extension, storage.read_upload(d.storage_name))
+        for d in task.documents.order_by("position")
+    )
+    return Submission(uploads, task.instructions, task.scenario, idempotency_key, fresh=True)
