@@ -146,7 +146,7 @@ def settle_page(model_admin, request, task_id):
             request, f"Nothing to settle: the cost is {task.cost_status}.", messages.WARNING
         )
         return redirect(back)
-    form = SettleForm(request.POST or None)
+    form = SettleForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and form.is_valid():
         unknown = form.unknown_cost(task)
         if task.status == Status.RECONCILIATION_REQUIRED:
