@@ -16,3 +16,5 @@ REPORTS_PROVIDERS = {
 }
 # Room for the whole long report (about 20,000 simulated tokens) under the output cap.
 REPORTS_MAX_OUTPUT_TOKENS = 50_000
+# Every browser test writes reports as alice on one server: room for all of them.
+REPORTS_DEFAULT_BUDGET_MICROS = 1_000 * 1_000_000
