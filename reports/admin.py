@@ -396,7 +396,10 @@ class TaskAdmin(UuidSearchMixin, ReadOnlyAdmin):
     def requeue_reconciled(self, request, queryset) -> None:
         self._resolve(request, queryset, Status.QUEUED, "requeued")
 
-    @admin.action(description="Mark failed (reconciliation resolved)", permissions=["operate"])
+    @admin.action(
+        description="Mark failed (reconciliation resolved: the provider did not run it)",
+        permissions=["operate"],
+    )
     def fail_reconciled(self, request, queryset) -> None:
         self._resolve(request, queryset, Status.FAILED, "marked failed")
 

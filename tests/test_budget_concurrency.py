@@ -52,10 +52,10 @@ class Watcher:
     def _watch(self) -> None:
         try:
             while not self.stop.is_set():
-                self.readings.append(
-                    Budget.objects.filter(user=self.user)
-                    .values_list("limit_micros", "spent_micros", "reserved_micros")
-                    .get()
+                self.readings.extend(
+                    Budget.objects.filter(user=self.user).values_list(
+                        "limit_micros", "spent_micros", "reserved_micros"
+                    )
                 )
         finally:
             connection.close()
@@ -69,18 +69,20 @@ class Watcher:
         self.thread.join()
 
 
-def test_a_budget_that_fits_k_reservations_accepts_exactly_k(alice, settings, worker):
+@pytest.mark.parametrize("first_use", [False, True], ids=["existing-budget", "first-use"])
+def test_a_budget_that_fits_k_reservations_accepts_exactly_k(alice, settings, worker, first_use):
     settings.REPORTS_QUEUE_LIMIT = 1_000
     each = budgets.reservation(settings.REPORTS_MODEL, len(SAMPLE.encode()), "")
     limit = FITS * each + each - 1  # room for FITS reservations, not one more
-    budgets.budget_of(alice)
-    Budget.objects.filter(user=alice).update(limit_micros=limit)
+    settings.REPORTS_DEFAULT_BUDGET_MICROS = limit
+    if not first_use:  # else the submitters race to create it too
+        budgets.budget_of(alice)
 
     with Watcher(alice) as watcher:
         codes = submit_concurrently(alice)
 
     assert sorted(codes) == [201] * FITS + [402] * (SUBMITTERS - FITS)
-    assert len(watcher.readings) > SUBMITTERS  # it watched the whole time
+    assert len(watcher.readings) > SUBMITTERS  # it saw the budget all along
     assert all(spent + reserved <= cap for cap, spent, reserved in watcher.readings)
     assert Task.objects.count() == FITS
     assert Document.objects.count() == FITS  # a refused submission left nothing behind
