@@ -434,6 +434,7 @@ class AttemptAdmin(UuidSearchMixin, ReadOnlyAdmin):
         "status",
         "error_type",
         "first_text_ms",
+        "cost",
         "worker_id",
         "started_at",
     )
@@ -452,6 +453,10 @@ class AttemptAdmin(UuidSearchMixin, ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+    @admin.display(description="cost", ordering="cost_micros")
+    def cost(self, attempt: Attempt) -> str:
+        return format_cost(attempt.cost_micros)
 
 
 @admin.register(ApiToken)

@@ -153,3 +153,12 @@ def test_only_staff_with_the_change_permission_settle(client, alice, pending):
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
     pending.refresh_from_db()
     assert pending.cost_status == "pending_reconciliation"
+
+
+def test_the_attempt_list_shows_each_attempts_cost(admin_client, pending, make_task, worker):
+    done = make_task(content="# Another\n\nA different document, written in full.\n")
+    run_all(worker)
+    done.refresh_from_db()
+    page = admin_client.get("/admin/reports/attempt/").content.decode()
+    assert budgets.format_usd(done.cost_micros) in page
+    assert "unknown" in page  # the pending task's attempt
