@@ -10,9 +10,10 @@ Amounts are integer micro-dollars (millionths of a US dollar). A task's life in 
   usage is unknown keeps the reservation held until an admin settles it
   (`pending_reconciliation`).
 
-One reservation covers the whole task, retries included: a retried attempt failed
-before the provider wrote anything and costs nothing, and every attempt that did run is
-charged at settlement. Every function that writes runs in its caller's transaction.
+One reservation covers the whole task, retries included: an attempt the provider
+refused before answering (a 429 or 5xx that is retried) costs nothing, and every attempt
+that did run is charged at settlement (or left unknown). Every function that writes
+runs in its caller's transaction.
 """
 
 from __future__ import annotations
