@@ -267,3 +267,40 @@ if REDIS_URL:
     CACHES = {
         "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     }
+# --- Budgets and cost -------------------------------------------------------------------
+# Money is counted in integer micro-dollars (millionths of a US dollar), never floats.
+# Prices: micro-dollars per million tokens, so 150_000 is $0.15 a million tokens.
+# "extractive" is the simulated model: a nominal price, so that budgets move in the demo.
+REPORTS_PRICES = {
+    "extractive": {"input": 1_000_000, "output": 4_000_000, "cached_input": 500_000},
+    "gpt-4o-mini": {"input": 150_000, "output": 600_000, "cached_input": 75_000},
+    "gpt-4.1-mini": {"input": 400_000, "output": 1_600_000, "cached_input": 100_000},
+    "gpt-4o": {"input": 2_500_000, "output": 10_000_000, "cached_input": 1_250_000},
+}
+
+
+def usd_micros(name: str, raw: str) -> int:
+    """Return a non-negative amount of US dollars, given like '5' or '0.15', in micro-dollars."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        value = Decimal(raw.strip()) * 1_000_000
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{name} must be an amount of dollars, not {raw!r}") from None
+    if not value.is_finite() or value < 0 or value != value.to_integral_value():
+        raise ImproperlyConfigured(f"{name} must be dollars to the micro-dollar, not {raw!r}")
+    return int(value)
+
+
+if os.environ.get("REPORTS_MODEL_PRICE"):
+    # The configured model's price in dollars per million tokens: "input,output,cached_input".
+    _price = os.environ["REPORTS_MODEL_PRICE"].split(",")
+    if len(_price) != 3:
+        raise ImproperlyConfigured("REPORTS_MODEL_PRICE must look like '0.15,0.60,0.075'.")
+    REPORTS_PRICES[REPORTS_MODEL] = {
+        kind: usd_micros("REPORTS_MODEL_PRICE", raw)
+        for kind, raw in zip(("input", "output", "cached_input"), _price, strict=True)
+    }
+REPORTS_DEFAULT_BUDGET_MICROS = usd_micros(
+    "REPORTS_DEFAULT_BUDGET_USD", env_str("REPORTS_DEFAULT_BUDGET_USD", "5")
+)

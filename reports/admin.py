@@ -14,11 +14,21 @@ from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
-from reports import storage
+from reports import budgets, storage
+from reports.admin_budgets import settle_page
 from reports.admin_timing import TimingAdminMixin
 from reports.latency import STAGES
 from reports.login_throttle import ThrottledAdminAuthenticationForm
-from reports.models import LEASED, ApiToken, Attempt, Document, Status, Task, TaskEvent
+from reports.models import (
+    LEASED,
+    ApiToken,
+    Attempt,
+    CostStatus,
+    Document,
+    Status,
+    Task,
+    TaskEvent,
+)
 from reports.reconciliation import ResolutionRefused, resolve_reconciliation
 
 EVENTS_SHOWN = 200
@@ -39,6 +49,10 @@ def format_stages(stage_ms: dict) -> str:
     known = [s for s in STAGES if s in stage_ms]
     others = sorted(s for s in stage_ms if s not in STAGES)
     return " · ".join(f"{s} {format_ms(stage_ms[s])}" for s in known + others) or "-"
+
+
+def format_cost(micros: int | None) -> str:
+    return "unknown" if micros is None else budgets.format_usd(micros)
 
 
 def truncate(text: str, limit: int = PREVIEW_CHARS) -> str:
@@ -96,6 +110,7 @@ class AttemptInline(ReadOnlyInline, admin.StackedInline):
         "first_text",
         "stages",
         "usage",
+        "cost",
         "provider_request_id",
         "prompt_version",
         "text_length",
@@ -128,6 +143,10 @@ class AttemptInline(ReadOnlyInline, admin.StackedInline):
             f"in {count(attempt.input_tokens)} · out {count(attempt.output_tokens)} · "
             f"cached {count(attempt.cached_tokens)} ({attempt.usage_source or 'none'})"
         )
+
+    @admin.display(description="cost")
+    def cost(self, attempt: Attempt) -> str:
+        return format_cost(attempt.cost_micros)
 
     @admin.display(description="text length")
     def text_length(self, attempt: Attempt) -> int:
@@ -185,13 +204,15 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
         "lane",
         "attempt_count",
         "error_type",
+        "cost_status",
+        "cost",
         "created_at",
         "queue_ms",
         "first_text_ms",
         "duration_ms",
         "frontend_first_text_ms",
     )
-    list_filter = ("status", "lane", ErrorTypeFilter, "scenario")
+    list_filter = ("status", "lane", ErrorTypeFilter, "cost_status", "scenario")
     list_select_related = ("owner",)
     search_fields = ("owner__username",)
     search_help_text = "A task id (exact) or an owner's username."
@@ -234,6 +255,10 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
         ),
         ("Error", {"fields": ("error_type", "error_message")}),
         ("Timings", {"fields": ("timings", "waterfall")}),
+        (
+            "Cost",
+            {"fields": ("model", "prompt_version", "cost_status", "reserved", "cost", "settle")},
+        ),
         ("Result", {"fields": ("result_id", "result_sha256", "result_bytes", "report_link")}),
     )
     readonly_fields = tuple(f for _, spec in fieldsets for f in spec["fields"])
@@ -241,6 +266,21 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     def get_queryset(self, request):
         # The rendered report can be large and no admin page shows it.
         return super().get_queryset(request).defer("report_html")
+
+    @admin.display(description="reserved", ordering="reserved_micros")
+    def reserved(self, task: Task) -> str:
+        return budgets.format_usd(task.reserved_micros)
+
+    @admin.display(description="cost", ordering="cost_micros")
+    def cost(self, task: Task) -> str:
+        return "-" if task.cost_micros is None else budgets.format_usd(task.cost_micros)
+
+    @admin.display(description="settle")
+    def settle(self, task: Task) -> str:
+        if task.cost_status != CostStatus.PENDING_RECONCILIATION:
+            return "-"
+        url = reverse("admin:reports_task_settle", args=[task.pk])
+        return format_html('<a href="{}">Settle the unknown cost…</a>', url)
 
     @admin.display(description="queue", ordering="claimed_at")
     def queue_ms(self, task: Task) -> str:
@@ -310,7 +350,16 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
             self.admin_site.admin_view(self.report_view),
             name="reports_task_report",
         )
-        return [report, *super().get_urls()]
+        settle = path(
+            "<uuid:task_id>/settle/",
+            self.admin_site.admin_view(self.settle_view),
+            name="reports_task_settle",
+        )
+        return [report, settle, *super().get_urls()]
+
+    def settle_view(self, request, task_id):
+        """Settle a task whose usage is unknown; a task in reconciliation also ends failed."""
+        return settle_page(self, request, task_id)
 
     def report_view(self, request, task_id) -> FileResponse:
         """Serve a succeeded task's saved report to staff, whoever owns it."""
@@ -350,7 +399,10 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     def requeue_reconciled(self, request, queryset) -> None:
         self._resolve(request, queryset, Status.QUEUED, "requeued")
 
-    @admin.action(description="Mark failed (reconciliation resolved)", permissions=["operate"])
+    @admin.action(
+        description="Mark failed (reconciliation resolved: the provider did not run it)",
+        permissions=["operate"],
+    )
     def fail_reconciled(self, request, queryset) -> None:
         self._resolve(request, queryset, Status.FAILED, "marked failed")
 
@@ -385,6 +437,7 @@ class AttemptAdmin(UuidSearchMixin, ReadOnlyAdmin):
         "status",
         "error_type",
         "first_text_ms",
+        "cost",
         "worker_id",
         "started_at",
     )
@@ -403,6 +456,10 @@ class AttemptAdmin(UuidSearchMixin, ReadOnlyAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+    @admin.display(description="cost", ordering="cost_micros")
+    def cost(self, attempt: Attempt) -> str:
+        return format_cost(attempt.cost_micros)
 
 
 @admin.register(ApiToken)

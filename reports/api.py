@@ -99,7 +99,7 @@ def task_body(task: Task) -> dict:
             "duration_ms": task.duration_ms,
         },
         "usage": usage,
-        "cost_status": "none",
+        "cost_status": task.cost_status,
     }
 
 
@@ -126,8 +126,17 @@ def tasks(request: HttpRequest, user) -> JsonResponse:
 
 
 def create_task(request: HttpRequest, user) -> JsonResponse:
+    submission = submissions.read_submission(request)
+    # An earlier report of the same documents is offered at once, reserving nothing;
+    # the form field fresh=1 asks for a new one.
+    earlier = submissions.earlier_result(user, submission)
+    if earlier is not None:
+        response = JsonResponse(task_body(earlier), status=200)
+        response["Location"] = f"/api/tasks/{earlier.pk}"
+        response["Reused-Result"] = "true"
+        return response
     with tracing.admission(request):
-        task, replayed = submissions.submit(user, submissions.read_submission(request))
+        task, replayed = submissions.submit(user, submission)
     task.refresh_from_db()
     response = JsonResponse(task_body(task), status=200 if replayed else 201)
     response["Location"] = f"/api/tasks/{task.pk}"

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Coalesce, Now
 
+from reports import budgets
 from reports.models import (
     CLAIM_ORDER,
     LEASED,
@@ -215,4 +216,6 @@ def _reap(task: Task) -> list[Event]:
             text=text,
             usage_source="missing",
         )
+        if to != Status.QUEUED:
+            budgets.task_ended(task.pk)
         return [event]

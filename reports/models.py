@@ -69,6 +69,14 @@ ERROR_TYPES = (
 )
 
 
+class CostStatus(models.TextChoices):
+    NONE = "none"
+    RESERVED = "reserved"
+    SETTLED = "settled"
+    PENDING_RECONCILIATION = "pending_reconciliation"
+    RELEASED = "released"
+
+
 class Lane(models.TextChoices):
     SHORT = "short"
     LONG = "long"
@@ -235,6 +243,14 @@ class Task(models.Model):
     request_id = models.CharField(max_length=128, blank=True)
     trace_id = models.CharField(max_length=32, blank=True)
     traceparent = models.CharField(max_length=55, blank=True)
+    # Budgets and cost (reports/budgets.py): what the task was written with, and its money.
+    model = models.CharField(max_length=100, blank=True)
+    prompt_version = models.CharField(max_length=32, blank=True)
+    cost_status = models.CharField(
+        max_length=32, choices=CostStatus.choices, default=CostStatus.NONE
+    )
+    reserved_micros = models.PositiveBigIntegerField(default=0)  # held on the owner's budget
+    cost_micros = models.PositiveBigIntegerField(null=True, blank=True)  # charged when settled
 
     objects = TaskQuerySet.as_manager()
 
@@ -250,6 +266,7 @@ class Task(models.Model):
         indexes = [
             models.Index(fields=["status", "lane", "created_at"], name="claim_order"),
             models.Index(fields=["owner", "-created_at"], name="owner_newest"),
+            models.Index(fields=["owner", "content_sha256"], name="owner_content"),
         ]
 
     def __str__(self) -> str:
@@ -300,7 +317,7 @@ class Task(models.Model):
         Cancel and completion are both compare-and-set: whichever commits first wins,
         and a task that reached `finalizing` completes.
         """
-        from reports import broadcast, notify
+        from reports import broadcast, budgets, notify
         from reports.task_logs import log_task_ended
 
         while True:
@@ -308,12 +325,15 @@ class Task(models.Model):
             if self.status == Status.CANCELLED:
                 return True
             if self.status == Status.QUEUED:
-                event = Task.objects.transition(
-                    self.pk,
-                    Status.QUEUED,
-                    Status.CANCELLED,
-                    event=("cancelled", {"partial": False}),
-                )
+                with transaction.atomic():
+                    event = Task.objects.transition(
+                        self.pk,
+                        Status.QUEUED,
+                        Status.CANCELLED,
+                        event=("cancelled", {"partial": False}),
+                    )
+                    if event is not None:
+                        budgets.task_ended(self.pk)
                 if event is not None:
                     broadcast.publish_sync([event])
                     log_task_ended(self.pk)
@@ -361,6 +381,7 @@ class Attempt(models.Model):
     usage_source = models.CharField(max_length=16, blank=True)
     provider_request_id = models.CharField(max_length=200, blank=True)
     prompt_version = models.CharField(max_length=40, blank=True)
+    cost_micros = models.PositiveBigIntegerField(null=True, blank=True)  # None: unknown
 
     class Meta:
         ordering = ["task", "number"]
@@ -456,3 +477,34 @@ class ApiToken(models.Model):
     @staticmethod
     def digest_of(token: str) -> str:
         return hashlib.sha256(token.encode()).hexdigest()
+
+
+# --- Budgets and cost ------------------------------------------------------------------
+
+
+class Budget(models.Model):
+    """What a user may spend, in micro-dollars; reports/budgets.py moves the money."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget"
+    )
+    limit_micros = models.PositiveBigIntegerField()
+    spent_micros = models.PositiveBigIntegerField(default=0)
+    reserved_micros = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(spent_micros__gte=0)
+                & Q(reserved_micros__gte=0)
+                & Q(limit_micros__gte=F("spent_micros") + F("reserved_micros")),
+                name="budget_within_limit",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"budget of {self.user}"
+
+    @property
+    def remaining_micros(self) -> int:
+        return self.limit_micros - self.spent_micros - self.reserved_micros

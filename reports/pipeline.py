@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Coalesce, Now
 
-from reports import broadcast, notify, rendering, storage, tracing
+from reports import broadcast, budgets, notify, rendering, storage, tracing
 from reports.clock import Clock
 from reports.leases import Claim, LeaseLost
 from reports.logs import log_event
@@ -442,8 +442,24 @@ class AttemptRun:
                 cached_tokens=self.usage.cached_tokens,
                 usage_source=self.usage.source,
                 provider_request_id=self.request_id,
+                cost_micros=budgets.attempt_cost_of(
+                    self.task_id, self.usage, billed_nothing=self._billed_nothing(outcome)
+                ),
             )
+            if outcome.status in TERMINAL:
+                budgets.task_ended(self.task_id)
             return written
+
+    def _billed_nothing(self, outcome: Outcome) -> bool:
+        """Whether the provider certainly billed this attempt nothing: it was never called,
+        or it refused the request before answering (budgets.REFUSALS)."""
+        if "generate" not in self.stage_ms:
+            return True
+        return (
+            not self._answered
+            and outcome.status != Status.RECONCILIATION_REQUIRED
+            and outcome.error_type in budgets.REFUSALS
+        )
 
     def _timed(self, stage: str):
         return _StageTimer(self, stage)

@@ -19,7 +19,8 @@ from django.conf import settings
 from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 
-from reports.models import TERMINAL, Attempt, Status, Task, TaskEvent
+from reports.budgets import format_usd
+from reports.models import TERMINAL, Attempt, CostStatus, Status, Task, TaskEvent
 
 WAIT_SAMPLE = 20  # succeeded tasks of the lane that the wait estimate is based on
 
@@ -282,6 +283,7 @@ def page_context(task: Task) -> dict[str, Any]:
         "terminal": status in TERMINAL,
     }
     context.update(outcome_context(task, snap.status_data))
+    context["cost"] = cost_words(task)
     context["status"] = status_context(task, snap.status_data, has_text=bool(snap.text))
     return context
 
@@ -339,3 +341,31 @@ def home_rows(user, limit: int = 50) -> list[dict[str, Any]]:
 
 def any_active(rows: Iterable[dict]) -> bool:
     return any(row["task"].status not in TERMINAL for row in rows)
+
+
+# --- money ---------------------------------------------------------------------------
+
+
+def budget_context(budget) -> dict[str, str]:
+    """Return the user's budget in dollars, for the upload form."""
+    return {
+        "remaining": format_usd(max(0, budget.remaining_micros)),
+        "limit": format_usd(budget.limit_micros),
+        "reserved": format_usd(budget.reserved_micros) if budget.reserved_micros else "",
+    }
+
+
+def cost_words(task: Task) -> str:
+    """Return what the task cost, or holds, in plain words; "" before budgets existed."""
+    if task.cost_status == CostStatus.RESERVED:
+        return f"up to {format_usd(task.reserved_micros)} reserved from your budget"
+    if task.cost_status == CostStatus.SETTLED:
+        return f"cost {format_usd(task.cost_micros or 0)}"
+    if task.cost_status == CostStatus.RELEASED:
+        return "cost nothing"
+    if task.cost_status == CostStatus.PENDING_RECONCILIATION:
+        return (
+            f"cost not yet known: {format_usd(task.reserved_micros)} stays reserved "
+            "until an administrator settles it"
+        )
+    return ""

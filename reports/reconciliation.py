@@ -13,7 +13,7 @@ from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from reports import broadcast
+from reports import broadcast, budgets
 from reports.leases import attempt_text
 from reports.models import ADMIN_RESOLUTIONS, Attempt, Event, Status, Task, _write_event
 
@@ -24,7 +24,7 @@ class ResolutionRefused(Exception):
     """The resolution asked for is not allowed for this task; the message says why."""
 
 
-def resolve_reconciliation(task_id, to: str, *, by_user) -> Event | None:
+def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) -> Event | None:
     """Move a task out of `reconciliation_required` to `queued` or `failed`; return its event.
 
     Return None when the task is not (or no longer) in `reconciliation_required`: the
@@ -38,6 +38,12 @@ def resolve_reconciliation(task_id, to: str, *, by_user) -> Event | None:
 
     `failed` keeps the task's own error type when it has one (else `provider_error`)
     and keeps any text the last attempt streamed, announced as partial.
+
+    Money (reports/budgets.py): `queued` keeps the task's reservation held for the new
+    attempt, and the unknown attempt's cost stays open until the task ends and an admin
+    settles it. `failed` settles the task at once, charging `unknown_cost` micro-dollars
+    for the unknown call: 0 (the default) when the provider did not run it, or what the
+    provider's records say it cost ("mark settled").
 
     `succeeded` is listed in `ADMIN_RESOLUTIONS` but is refused here: success means a
     report that passed validation and was saved (SPEC §2), and a task stuck in
@@ -93,6 +99,10 @@ def resolve_reconciliation(task_id, to: str, *, by_user) -> Event | None:
         if changed != 1:
             return None
         written = _write_event(task.pk, *event)
+        if to == Status.QUEUED:
+            budgets.hold_again(task.pk)
+        else:
+            budgets.settle_pending(task.pk, unknown_cost)
         transaction.on_commit(partial(broadcast.publish_sync, [written]))
     return written
 

@@ -1,7 +1,9 @@
-"""Turning an upload into a queued task: checks, idempotency, admission control.
+"""Turning an upload into a queued task: checks, idempotency, admission control, budget.
 
-Everything that can reject a submission does so before anything is stored, so a
-rejected upload leaves nothing behind.
+Everything that can reject a submission does so before anything is stored, except the
+budget reservation, which is made in the transaction that creates the task; when it is
+refused, that transaction rolls back and the stored files are deleted, so a rejected
+upload leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from reports import logs, notify, storage, tracing, wakeups
+from reports import budgets, logs, notify, storage, tracing, wakeups
 from reports.auth import MB, ApiError, raise_if_upload_stopped
-from reports.models import Document, Lane, Status, Task
+from reports.models import CostStatus, Document, Lane, Status, Task
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
 from reports.parsers.base import InvalidContent, UnsupportedContent
+from reports.prompts import PROMPT_VERSION
 from reports.providers import SCENARIOS
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
@@ -60,6 +63,7 @@ class Submission:
     instructions: str
     scenario: str
     idempotency_key: str | None
+    fresh: bool = False  # write a new report even when an earlier one would do
 
     @property
     def fingerprint(self) -> str:
@@ -113,7 +117,8 @@ def read_submission(request) -> Submission:
             "file_too_large",
             f"The files add up to more than {settings.REPORTS_MAX_REQUEST_MB:g} MB.",
         )
-    return Submission(uploads, instructions, scenario, key)
+    fresh = request.POST.get("fresh", "").strip().lower() in {"1", "true", "on", "yes"}
+    return Submission(uploads, instructions, scenario, key, fresh)
 
 
 def _checked_upload(file) -> Upload:
@@ -196,6 +201,29 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     return task, False
 
 
+def earlier_result(user, submission: Submission) -> Task | None:
+    """Return the user's succeeded task that already answers this submission, if any.
+
+    The same documents (bytes, in order), instructions and scenario — what the content
+    fingerprint covers — written by the same model with the same prompt version. Never
+    another user's; never when `fresh` asks for a new report; and never in place of a
+    task this idempotency key already made, which is replayed instead (SPEC §3).
+    """
+    if submission.fresh or _replay(user, submission) is not None:
+        return None
+    return (
+        Task.objects.filter(
+            owner=user,
+            status=Status.SUCCEEDED,
+            content_sha256=submission.fingerprint,
+            model=settings.REPORTS_MODEL,
+            prompt_version=PROMPT_VERSION,
+        )
+        .order_by("-finished_at")
+        .first()
+    )
+
+
 def _replay(user, submission: Submission) -> Task | None:
     if submission.idempotency_key is None:
         return None
@@ -250,6 +278,11 @@ def retry_after_s(queued: int) -> int:
 
 def _create(user, submission: Submission, storage_names: list[str]) -> Task:
     size = sum(len(u.data) for u in submission.uploads)
+    held = budgets.reservation(settings.REPORTS_MODEL, size, submission.instructions)
+    try:
+        budgets.reserve(user, held)
+    except budgets.BudgetExhausted as exc:
+        raise ApiError(402, "budget_exhausted", str(exc)) from None
     task = Task.objects.create(
         owner=user,
         lane=Lane.LONG if size > settings.REPORTS_LONG_LANE_BYTES else Lane.SHORT,
@@ -259,6 +292,10 @@ def _create(user, submission: Submission, storage_names: list[str]) -> Task:
         content_sha256=submission.fingerprint,
         input_bytes=size,
         **tracing.task_trace_fields(),
+        model=settings.REPORTS_MODEL,
+        prompt_version=PROMPT_VERSION,
+        cost_status=CostStatus.RESERVED,
+        reserved_micros=held,
     )
     Document.objects.bulk_create(
         Document(
@@ -273,3 +310,12 @@ def _create(user, submission: Submission, storage_names: list[str]) -> Task:
         for i, (u, name) in enumerate(zip(submission.uploads, storage_names, strict=True))
     )
     return task
+
+
+def resubmission(task: Task, idempotency_key: str | None) -> Submission:
+    """Return the submission that made `task`, from its stored files, asking for a fresh report."""
+    uploads = tuple(
+        Upload(d.name, d.extension, storage.read_upload(d.storage_name))
+        for d in task.documents.order_by("position")
+    )
+    return Submission(uploads, task.instructions, task.scenario, idempotency_key, fresh=True)

@@ -50,7 +50,7 @@ def log_task_ended(task_id) -> None:
         first_text_ms=task.first_text_ms,
         duration_ms=task.duration_ms,
         result_id=str(task.result_id) if task.result_id else None,
-        cost_status=getattr(task, "cost_status", "none"),
+        cost_status=task.cost_status,
     )
 
 

@@ -7,11 +7,12 @@ import uuid
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_POST
 
-from reports import presentation
+from reports import budgets, presentation, submissions
+from reports.auth import ApiError
 from reports.models import Task
 from reports.providers import SCENARIOS
 
@@ -32,6 +33,7 @@ def home(request: HttpRequest) -> HttpResponse:
             max_files=settings.REPORTS_MAX_FILES,
             max_file_mb=f"{settings.REPORTS_MAX_FILE_MB:g}",
             max_instructions=settings.REPORTS_MAX_INSTRUCTIONS_CHARS,
+            budget=presentation.budget_context(budgets.budget_of(request.user)),
         )
         response = render(request, "reports/home.html", context)
     patch_vary_headers(response, ["HX-Request"])
@@ -44,7 +46,34 @@ def task(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
     found = Task.objects.owned(request.user, task_id)
     if found is None:
         raise Http404("No such task.")
-    response = render(request, "reports/task.html", presentation.page_context(found))
+    return _task_page(request, found, reused=request.GET.get("reused") == "1")
+
+
+@login_required
+@require_POST
+def fresh(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
+    """Write a fresh report of an earlier task's documents, instead of offering it again."""
+    found = Task.objects.owned(request.user, task_id)
+    if found is None:
+        raise Http404("No such task.")
+    key = request.POST.get("idempotency_key") or None
+    try:
+        if key is not None and not submissions.IDEMPOTENCY_KEY.fullmatch(key):
+            raise ApiError(400, "invalid_request", "The form is out of date; reload the page.")
+        task, _ = submissions.submit(request.user, submissions.resubmission(found, key))
+    except ApiError as exc:
+        return _task_page(request, found, reused=True, error=exc)
+    return redirect("task", task_id=task.pk)
+
+
+def _task_page(request, task: Task, *, reused: bool, error: ApiError | None = None):
+    context = presentation.page_context(task)
+    if reused and context["succeeded"]:
+        # Offered again for a new upload of the same documents: say so, and offer a new one.
+        context.update(reused=True, fresh_key=str(uuid.uuid4()), fresh_error=error)
+    response = render(
+        request, "reports/task.html", context, status=error.status if error is not None else 200
+    )
     # The page holds the text so far and the seq it covers: never show a stale copy.
     response["Cache-Control"] = "no-store"
     return response

@@ -163,6 +163,13 @@ def test_the_openai_provider_without_a_model_fails_the_system_checks(settings):
     with pytest.raises(SystemCheckError, match=r"reports.E001.*REPORTS_MODEL"):
         call_command("check", "--tag", "reports")
     settings.REPORTS_MODEL = "llama3.2"
+    # Every task reserves money at the model's price: a model without one stops start-up too.
+    with pytest.raises(SystemCheckError, match=r"reports.E002.*llama3.2"):
+        call_command("check", "--tag", "reports")
+    settings.REPORTS_PRICES = {
+        **settings.REPORTS_PRICES,
+        "llama3.2": {"input": 0, "output": 0, "cached_input": 0},
+    }
     call_command("check", "--tag", "reports", stdout=io.StringIO())
 
 

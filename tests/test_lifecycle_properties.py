@@ -15,7 +15,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
 from reports import leases, storage
 from reports.clock import FakeClock
-from reports.models import TERMINAL, TRANSITIONS, Attempt, Task, TaskEvent
+from reports.models import TERMINAL, TRANSITIONS, Attempt, Budget, Task, TaskEvent
 from reports.pipeline import AttemptRun
 from tests.conftest import REPORT, ScriptedProvider, make_submission
 
@@ -39,6 +39,7 @@ class TaskLifecycle(RuleBasedStateMachine):
         self.ended: dict = {}
         self.clock = FakeClock()
         Task.objects.all().delete()
+        Budget.objects.all().delete()  # deleting tasks would leave their reservations held
         for path in self._results():
             path.unlink()
 
@@ -133,6 +134,25 @@ class TaskLifecycle(RuleBasedStateMachine):
             winner = Attempt.objects.filter(task=task).order_by("-number").first()
             assert winner.status == "succeeded"
             assert storage.result_path(task.result_id).read_text() == winner.text == REPORT
+
+    @invariant()
+    def money_adds_up(self):
+        """The budget holds exactly what live tasks reserve, within its limit; an ended
+        task holds money only while its cost is unknown."""
+        budget = Budget.objects.filter(user=self.user).first()
+        if budget is None:
+            return
+        held = sum(Task.objects.values_list("reserved_micros", flat=True))
+        assert budget.reserved_micros == held
+        assert budget.spent_micros + budget.reserved_micros <= budget.limit_micros
+        for status, cost_status, reserved in Task.objects.values_list(
+            "status", "cost_status", "reserved_micros"
+        ):
+            if status in TERMINAL:
+                assert cost_status in {"settled", "released", "pending_reconciliation"}
+                assert (reserved > 0) == (cost_status == "pending_reconciliation")
+            else:
+                assert cost_status == "reserved"
 
 
 @pytest.mark.django_db

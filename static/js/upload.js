@@ -84,6 +84,11 @@
     xhr.addEventListener("load", function () {
       var body = xhr.response || {};
       if ((xhr.status === 201 || xhr.status === 200) && body.url) {
+        if (xhr.getResponseHeader("Reused-Result") === "true") {
+          // The same documents made a report earlier: show it, with a way to write a new one.
+          window.location.assign(body.url + "?reused=1");
+          return;
+        }
         state.textContent = "Starting the report…";
         try {
           window.sessionStorage.setItem(
@@ -102,6 +107,8 @@
         // This form's key already made a task from other files: the next send is new.
         form.dataset.idempotencyKey = newKey();
         message = "This form was already used for a different upload. Press the button again to send these files as a new report.";
+      } else if (xhr.status === 402) {
+        message = (message || "Your budget is used up.") + " Nothing was kept or charged.";
       } else if (xhr.status === 429) {
         var wait = xhr.getResponseHeader("Retry-After");
         message = (message || "Too many reports are waiting.") + (wait ? " Try again in " + wait + " s." : "");

@@ -174,9 +174,25 @@ def open_page(browser, _sessions, problems) -> Iterator[Callable[..., Page]]:
     assert problems.unexpected() == []
 
 
-def upload(page: Page, path: Path, *, scenario: str = "ok", instructions: str = "") -> str:
-    """Submit the upload form on the home page; return the new task's id."""
+def ask_for_a_fresh_report(page: Page) -> None:
+    """Add fresh=1 to the upload form: a new task even when an earlier report would do."""
+    page.evaluate(
+        """() => {
+            const field = document.createElement("input");
+            Object.assign(field, {type: "hidden", name: "fresh", value: "1"});
+            document.querySelector("form[data-upload]").append(field);
+        }"""
+    )
+
+
+def upload(
+    page: Page, path: Path, *, scenario: str = "ok", instructions: str = "", fresh: bool = True
+) -> str:
+    """Submit the upload form on the home page; return the task's id (a new task's unless
+    `fresh` is off and the same documents made a report earlier)."""
     page.goto("/")
+    if fresh:
+        ask_for_a_fresh_report(page)
     page.set_input_files("input[name=files]", str(path))
     if instructions:
         page.fill("textarea[name=instructions]", instructions)

@@ -1,7 +1,13 @@
 """The application's settings, plus the `long` test provider (REPORTS_PROVIDER=long)."""
 
 from project.settings import *  # noqa: F403
-from project.settings import REPORTS_PROVIDERS, env_int, env_number
+from project.settings import (
+    REPORTS_PRICES,
+    REPORTS_PROVIDER,
+    REPORTS_PROVIDERS,
+    env_int,
+    env_number,
+)
 
 REPORTS_PROVIDERS = {
     **REPORTS_PROVIDERS,
@@ -21,3 +27,9 @@ REPORTS_PROVIDERS["hostile"] = {
     "BACKEND": "tests.browser.hostile_provider.HostileProvider",
     "OPTIONS": {"tokens_per_s": 400, "ttft_s": 0.2},
 }
+# Every browser test writes reports as alice on one server: room for all of them.
+REPORTS_DEFAULT_BUDGET_MICROS = 1_000 * 1_000_000
+if REPORTS_PROVIDER == "long":
+    # The long test provider's model: priced like the simulated one.
+    REPORTS_MODEL = "long"
+    REPORTS_PRICES = {**REPORTS_PRICES, "long": REPORTS_PRICES["extractive"]}

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import TASK_URL, upload
+from tests.browser.conftest import TASK_URL, ask_for_a_fresh_report, upload
 
 pytestmark = pytest.mark.browser
 
@@ -53,6 +53,7 @@ def test_a_double_click_creates_one_task(open_page, fast_server, sample_file):
     page = open_page(fast_server)
     page.goto("/")
     before = task_count(page)
+    ask_for_a_fresh_report(page)
     page.set_input_files("input[name=files]", str(sample_file))
     page.locator("[data-upload-submit]").dblclick()
     page.wait_for_url(TASK_URL)
@@ -64,6 +65,7 @@ def test_a_resent_form_creates_one_task(open_page, fast_server, sample_file):
     page = open_page(fast_server)
     page.goto("/")
     before = task_count(page)
+    ask_for_a_fresh_report(page)
     page.set_input_files("input[name=files]", str(sample_file))
     statuses = page.evaluate(
         """async () => {
@@ -97,3 +99,27 @@ def test_the_list_shows_each_reports_status_live(open_page, fast_server, sample_
     expect(badge).to_have_attribute("data-status", "failed")
     row = page.locator(f"li.task-row:has(a[href='/tasks/{task_id}/'])")
     expect(row).to_contain_text("stalled")
+
+
+def test_the_same_documents_again_offer_the_earlier_report_then_a_fresh_one(
+    open_page, fast_server, sample_file
+):
+    page = open_page(fast_server)
+    path = sample_file.with_name("written-twice.md")  # this test's own document
+    path.write_text(sample_file.read_text() + "\nWritten twice.\n")
+    first = upload(page, path)
+    status = page.locator("[data-task-status]")
+    expect(status).to_have_attribute("data-task-status", "succeeded")
+
+    page.goto("/")
+    page.set_input_files("input[name=files]", str(path))
+    page.click("[data-upload-submit]")
+    page.wait_for_url(re.compile(rf"/tasks/{first}/\?reused=1$"))
+    expect(page.locator("[data-reused]")).to_contain_text("made earlier from the same documents")
+    expect(page.locator("[data-report-rendered]")).to_be_visible()
+
+    page.click("[data-action=fresh]")
+    page.wait_for_url(TASK_URL)
+    assert TASK_URL.search(page.url)[1] != first
+    expect(page.locator("[data-reused]")).to_have_count(0)
+    expect(status).to_have_attribute("data-task-status", "succeeded")

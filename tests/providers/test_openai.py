@@ -42,6 +42,10 @@ def openai_server():
 def point_at(settings, base_url: str, **options) -> None:
     settings.REPORTS_PROVIDER = "openai"
     settings.REPORTS_MODEL = "test-model"
+    settings.REPORTS_PRICES = {
+        **settings.REPORTS_PRICES,
+        "test-model": {"input": 1_000_000, "output": 4_000_000, "cached_input": 500_000},
+    }
     settings.REPORTS_PROVIDERS = {
         **settings.REPORTS_PROVIDERS,
         "openai": {
@@ -91,6 +95,9 @@ class Case:
     usage_source: str = "provider"
     settings: dict = field(default_factory=dict)
     message: str = ""  # a phrase the error message shown to the user contains
+    # What happens to the reservation: settled to known usage, released when the provider
+    # certainly billed nothing, held for an admin when what it billed is unknown.
+    cost_status: str = "settled"
 
 
 def case(*replies, **expected) -> Case:
@@ -112,6 +119,7 @@ CASES = {
         attempts=3,
         waits=[7, 7],
         usage_source="missing",
+        cost_status="released",
     ),
     "503 overloaded, then normal": case(
         error(503, "The engine is overloaded.", **{"retry-after": "2"}),
@@ -136,6 +144,7 @@ CASES = {
         attempts=3,
         waits=[0, 0],
         usage_source="missing",
+        cost_status="released",
     ),
     "400": case(
         error(400, "Invalid value for 'messages'.", code="invalid_value"),
@@ -143,6 +152,7 @@ CASES = {
         error_type="provider_rejected",
         attempts=1,
         usage_source="missing",
+        cost_status="released",
     ),
     "401": case(
         error(401, f"Incorrect API key provided: {KEY}.", code="invalid_api_key"),
@@ -150,6 +160,7 @@ CASES = {
         error_type="provider_auth",
         attempts=1,
         usage_source="missing",
+        cost_status="released",
     ),
     "403": case(
         error(403, "You are not allowed to sample from this model.", code="model_not_allowed"),
@@ -157,6 +168,7 @@ CASES = {
         error_type="provider_auth",
         attempts=1,
         usage_source="missing",
+        cost_status="released",
     ),
     "429 asking to wait longer than allowed": case(
         error(429, "Rate limit reached.", **{"retry-after": "3600"}),
@@ -164,6 +176,7 @@ CASES = {
         error_type="rate_limited",
         attempts=1,
         usage_source="missing",
+        cost_status="released",
     ),
     "spend-cap 429": case(
         error(429, "You exceeded your current quota.", code="insufficient_quota"),
@@ -172,6 +185,7 @@ CASES = {
         attempts=1,
         usage_source="missing",
         message="spend cap",
+        cost_status="released",
     ),
     "disconnect mid-stream": case(
         Reply(text=PARTIAL, finish_reason=None, end="drop"),
@@ -181,6 +195,7 @@ CASES = {
         partial=True,
         usage_source="missing",
         message="stream broke off",
+        cost_status="pending_reconciliation",
     ),
     "malformed event mid-stream": case(
         Reply(text=PARTIAL, finish_reason=None, usage=None, end="garbage"),
@@ -190,6 +205,7 @@ CASES = {
         partial=True,
         usage_source="missing",
         message="malformed stream",
+        cost_status="pending_reconciliation",
     ),
     "error event mid-stream": case(
         Reply(text=PARTIAL, finish_reason=None, usage=None, end="error_event"),
@@ -199,6 +215,7 @@ CASES = {
         partial=True,
         usage_source="missing",
         message="generation failed",
+        cost_status="pending_reconciliation",
     ),
     "no [DONE] after finish_reason stop": case(
         Reply(end="eof"), status="succeeded", error_type=None, attempts=1
@@ -210,6 +227,7 @@ CASES = {
         attempts=1,
         partial=True,
         usage_source="missing",
+        cost_status="pending_reconciliation",
     ),
     "finish_reason length": case(
         Reply(finish_reason="length"),
@@ -224,6 +242,7 @@ CASES = {
         error_type=None,
         attempts=1,
         usage_source="missing",
+        cost_status="pending_reconciliation",
     ),
     "silent connection after headers": case(
         Reply(text=(), finish_reason=None, usage=None, end="hang"),
@@ -232,6 +251,7 @@ CASES = {
         attempts=1,
         usage_source="missing",
         settings={"REPORTS_STALL_TIMEOUT_S": 0.5},
+        cost_status="pending_reconciliation",
     ),
     "read timeout after the request was sent": case(
         Reply(end="silent"),
@@ -240,6 +260,7 @@ CASES = {
         attempts=1,
         usage_source="missing",
         settings={"REPORTS_PROVIDER_RESPONSE_TIMEOUT_S": 0.5},
+        cost_status="pending_reconciliation",
     ),
 }
 
@@ -264,6 +285,7 @@ def test_fault_ends_as_the_retry_table_says(
     assert found["partial"] is expected.partial
     assert expected.message in (found["error"] or {}).get("message", "")
     assert found["usage"]["usage_source"] == expected.usage_source
+    assert found["cost_status"] == expected.cost_status
     if expected.usage_source == "missing":
         assert [found["usage"][k] for k in ("input_tokens", "output_tokens")] == [None, None]
     last = Attempt.objects.filter(task=task).order_by("-number").first()

@@ -1,0 +1,244 @@
+"""Money: prices, each user's budget, and a task's reservation from submit to settlement.
+
+Amounts are integer micro-dollars (millionths of a US dollar). A task's life in money:
+
+* submit: the worst case (input estimate + output cap, priced) is reserved on the owner's
+  budget by one conditional UPDATE, in the transaction that creates the task, so
+  concurrent submissions can never reserve more than the limit (`reserved`);
+* end: the reservation is returned and the actual cost of the task's attempts charged
+  (`settled`); nothing billed at all returns it whole (`released`); an attempt whose
+  usage is unknown keeps the reservation held until an admin settles it
+  (`pending_reconciliation`).
+
+One reservation covers the whole task, retries included: an attempt the provider
+refused before answering (a 429 or 5xx that is retried) costs nothing, and every attempt
+that did run is charged at settlement (or left unknown). Every function that writes
+runs in its caller's transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import BigIntegerField, F, Value
+from django.db.models.functions import Least
+
+from reports.models import Attempt, Budget, CostStatus, Task
+
+log = logging.getLogger(__name__)
+
+MICROS = 1_000_000
+# Input estimate at submit, before any text is extracted: one token per two bytes of the
+# uploads (English averages about four bytes a token; PDF and .docx files hold fewer
+# characters than bytes) and of the instructions, plus the prompt's own wording.
+BYTES_PER_TOKEN = 2
+PROMPT_TOKENS = 1_000
+# Failures of a request the provider refused before answering (an HTTP error status or no
+# connection): nothing was generated, nothing is billed.
+REFUSALS = frozenset(
+    {"provider_error", "provider_auth", "provider_rejected", "provider_quota", "rate_limited"}
+)
+MEASURED = ("provider", "estimate")  # usage sources that count as known usage
+
+
+class BudgetExhausted(Exception):
+    """The owner's remaining budget cannot cover the reservation."""
+
+    def __init__(self, needed: int, remaining: int) -> None:
+        super().__init__(
+            f"Your remaining budget ({format_usd(remaining)}) cannot cover this report, "
+            f"which reserves up to {format_usd(needed)}. Ask an administrator to raise it."
+        )
+        self.needed, self.remaining = needed, remaining
+
+
+def format_usd(micros: int) -> str:
+    """Return '$1.2345' (rounded down to a hundredth of a cent)."""
+    dollars, rest = divmod(micros, MICROS)
+    return f"${dollars:,}.{rest // 100:04d}"
+
+
+def price_of(model: str) -> dict[str, int]:
+    """Return the model's prices in micro-dollars per million tokens, or raise loudly."""
+    try:
+        return settings.REPORTS_PRICES[model]
+    except KeyError:
+        raise ImproperlyConfigured(
+            f"No price for model {model!r}: add it to REPORTS_PRICES or set REPORTS_MODEL_PRICE."
+        ) from None
+
+
+def usage_cost(model: str, input_tokens: int, output_tokens: int, cached_tokens: int | None) -> int:
+    """Return what this usage costs, in micro-dollars, rounded up.
+
+    Cached tokens are part of the input tokens; when the provider did not say how many
+    were cached, every input token is priced at the full rate.
+    """
+    price = price_of(model)
+    cached = min(cached_tokens or 0, input_tokens)
+    per_million = (
+        (input_tokens - cached) * price["input"]
+        + cached * price["cached_input"]
+        + output_tokens * price["output"]
+    )
+    return -(-per_million // MICROS)
+
+
+def input_estimate_tokens(input_bytes: int, instructions: str) -> int:
+    """Return the most input tokens a task may send: see BYTES_PER_TOKEN.
+
+    Never more than the model's context leaves after the output cap: longer input is cut
+    to that before it is sent (reports/prompts.py).
+    """
+    size = input_bytes + len(instructions.encode())
+    estimate = -(-size // BYTES_PER_TOKEN) + PROMPT_TOKENS
+    return min(estimate, settings.REPORTS_CONTEXT_TOKENS - settings.REPORTS_MAX_OUTPUT_TOKENS)
+
+
+def reservation(model: str, input_bytes: int, instructions: str) -> int:
+    """Return the worst case of a task: its input estimate and the output cap, priced."""
+    return usage_cost(
+        model,
+        input_estimate_tokens(input_bytes, instructions),
+        settings.REPORTS_MAX_OUTPUT_TOKENS,
+        None,
+    )
+
+
+def budget_of(user) -> Budget:
+    """Return the user's budget, created with the default limit on first use."""
+    budget, _ = Budget.objects.get_or_create(
+        user=user, defaults={"limit_micros": settings.REPORTS_DEFAULT_BUDGET_MICROS}
+    )
+    return budget
+
+
+def reserve(user, amount: int) -> None:
+    """Hold `amount` on the user's budget, or raise BudgetExhausted and hold nothing.
+
+    One conditional UPDATE: it holds only while spent + reserved + amount stays within
+    the limit, so no interleaving of concurrent reservations can overspend.
+    """
+    budget = budget_of(user)
+    held = Budget.objects.filter(
+        pk=budget.pk,
+        limit_micros__gte=F("spent_micros") + F("reserved_micros") + amount,
+    ).update(reserved_micros=F("reserved_micros") + amount)
+    if held != 1:
+        budget.refresh_from_db()
+        raise BudgetExhausted(amount, budget.remaining_micros)
+
+
+def attempt_cost(model: str, usage, *, billed_nothing: bool) -> int | None:
+    """Return the cost of an attempt's usage; None when unknown (never a guessed 0).
+
+    `billed_nothing`: the attempt never called the provider, or the provider refused
+    the request before answering, so there is no usage to pay for.
+    """
+    if usage.source in MEASURED and None not in (usage.input_tokens, usage.output_tokens):
+        return usage_cost(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens)
+    return 0 if billed_nothing else None
+
+
+def attempt_cost_of(task_id, usage, *, billed_nothing: bool) -> int | None:
+    """Return `attempt_cost` priced at the task's model; None (unknown) when it has no price.
+
+    A model that lost its price since the task was submitted must not stop the attempt's
+    end from being written: its cost waits for an admin instead.
+    """
+    model = Task.objects.values_list("model", flat=True).get(pk=task_id)
+    if model not in settings.REPORTS_PRICES:
+        if model:
+            log.error("no price for model %r: the cost of task %s is left unknown", model, task_id)
+        return None
+    return attempt_cost(model, usage, billed_nothing=billed_nothing)
+
+
+def task_ended(task_id) -> str | None:
+    """Settle or release the reservation of a task that just ended; return its cost status.
+
+    When any attempt's cost is unknown, the reservation stays held and the task waits in
+    `pending_reconciliation` for an admin (`settle_pending`). None when the task holds no
+    reservation (it was created before budgets, or was settled already).
+    """
+    task = _holding(task_id, CostStatus.RESERVED)
+    if task is None:
+        return None
+    costs = _attempt_costs(task_id)
+    if None in costs:
+        Task.objects.filter(pk=task_id, cost_status=CostStatus.RESERVED).update(
+            cost_status=CostStatus.PENDING_RECONCILIATION
+        )
+        return CostStatus.PENDING_RECONCILIATION
+    return _settle(task, CostStatus.RESERVED, sum(costs))
+
+
+def settle_pending(task_id, unknown_cost: int) -> str | None:
+    """Settle a task whose usage was unknown, charging `unknown_cost` for the unknown part.
+
+    An admin enters the unknown part from the provider's records, or accepts the
+    reservation as the cost (`unknown_cost_at_reservation`). Return the new cost
+    status, or None when the task is not waiting for reconciliation.
+    """
+    task = _holding(task_id, CostStatus.PENDING_RECONCILIATION)
+    if task is None:
+        return None
+    known = sum(cost for cost in _attempt_costs(task_id) if cost is not None)
+    return _settle(task, CostStatus.PENDING_RECONCILIATION, known + unknown_cost)
+
+
+def unknown_cost_at_reservation(task_id) -> int:
+    """Return the unknown part's cost if the task's whole reservation is taken as spent."""
+    task = Task.objects.only("reserved_micros").get(pk=task_id)
+    known = sum(cost for cost in _attempt_costs(task_id) if cost is not None)
+    return max(0, task.reserved_micros - known)
+
+
+def hold_again(task_id) -> bool:
+    """Put a pending task's held reservation back to work: an admin runs the task again.
+
+    Its unknown attempt stays unknown, so when the task ends it waits for an admin again.
+    """
+    return bool(
+        Task.objects.filter(pk=task_id, cost_status=CostStatus.PENDING_RECONCILIATION).update(
+            cost_status=CostStatus.RESERVED
+        )
+    )
+
+
+def _holding(task_id, status: str) -> Task | None:
+    return (
+        Task.objects.filter(pk=task_id, cost_status=status)
+        .only("id", "owner_id", "reserved_micros")
+        .first()
+    )
+
+
+def _attempt_costs(task_id) -> list[int | None]:
+    return list(Attempt.objects.filter(task_id=task_id).values_list("cost_micros", flat=True))
+
+
+def _settle(task: Task, frm: str, cost: int) -> str | None:
+    """Return the reservation to the budget and charge `cost`, as far as the limit allows.
+
+    A cost above the reservation (an input estimate beaten by a pathological document)
+    is charged only up to the limit, so spent + reserved never exceeds it; the task
+    records its whole cost.
+    """
+    measured = Attempt.objects.filter(task_id=task.pk, usage_source__in=MEASURED).exists()
+    status = CostStatus.SETTLED if cost or measured else CostStatus.RELEASED
+    changed = Task.objects.filter(pk=task.pk, cost_status=frm).update(
+        cost_status=status, cost_micros=cost, reserved_micros=0
+    )
+    if changed != 1:
+        return None
+    held = task.reserved_micros
+    headroom = F("limit_micros") - F("spent_micros") - F("reserved_micros") + held
+    charged = Least(Value(cost), headroom, output_field=BigIntegerField())
+    Budget.objects.filter(user_id=task.owner_id).update(
+        spent_micros=F("spent_micros") + charged,
+        reserved_micros=F("reserved_micros") - held,
+    )
+    return status
