@@ -71,7 +71,7 @@ def test_another_model_or_prompt_version_writes_a_new_report(
     settings.REPORTS_MODEL = "other"
     assert submit(alice_client, instructions="Focus on costs.").status_code == 201
     settings.REPORTS_MODEL = earlier.model
-    monkeypatch.setattr(submissions, "PROMPT_VERSION", "report-2")
+    monkeypatch.setattr(submissions, "PROMPT_VERSION", f"{earlier.prompt_version}-changed")
     assert submit(alice_client, instructions="Focus on costs.").status_code == 201
 
 

@@ -1,4 +1,4 @@
-"""The application's settings, plus the `long` test provider (REPORTS_PROVIDER=long)."""
+"""The application's settings, plus the test providers `long` and `hostile`."""
 
 from project.settings import *  # noqa: F403
 from project.settings import (
@@ -29,7 +29,7 @@ REPORTS_PROVIDERS["hostile"] = {
 }
 # Every browser test writes reports as alice on one server: room for all of them.
 REPORTS_DEFAULT_BUDGET_MICROS = 1_000 * 1_000_000
-if REPORTS_PROVIDER == "long":
-    # The long test provider's model: priced like the simulated one.
-    REPORTS_MODEL = "long"
-    REPORTS_PRICES = {**REPORTS_PRICES, "long": REPORTS_PRICES["extractive"]}
+if REPORTS_PROVIDER in ("long", "hostile"):
+    # A test provider's model is named after it and priced like the simulated one.
+    REPORTS_MODEL = REPORTS_PROVIDER
+    REPORTS_PRICES = {**REPORTS_PRICES, REPORTS_PROVIDER: REPORTS_PRICES["extractive"]}

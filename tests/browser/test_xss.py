@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import TASK_URL, _serve
+from tests.browser.conftest import TASK_URL, _serve, ask_for_a_fresh_report
 from tests.browser.hostile_provider import PAYLOADS
 from tests.browser.server import LiveServer
 
@@ -84,6 +84,7 @@ def submit_hostile(watched: Watched) -> str:
         files=[{"name": FILE_NAME, "mimeType": "text/markdown", "buffer": DOCUMENT.encode()}],
     )
     page.fill("textarea[name=instructions]", INSTRUCTIONS)
+    ask_for_a_fresh_report(page)  # each test streams its own report, never an earlier one
     page.click("[data-upload-submit]")
     page.wait_for_url(TASK_URL)
     return TASK_URL.search(page.url)[1]
