@@ -1,0 +1,110 @@
+"""The bare baseline: a plain ASGI app (no Django, no database, no channel layer) that
+streams the same simulated provider's text on the same schedule.
+
+    /ws/bare/<key>/?profile=openai&seed=0&per_token=0   WebSocket: the same frames the
+        app sends (coalesced the same way, or one per delta), then close 1000
+    /page/?profile=openai                                 a bare page fed by that socket
+
+Served by the same ASGI server as the app, it is the floor the app is compared with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import os
+import time
+from pathlib import Path
+from urllib.parse import parse_qs
+
+from reports.providers import pacing
+from reports.providers.base import SourceDocument
+from reports.providers.report_writer import write_report
+
+SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sample_article.md"
+TEXT = write_report((SourceDocument("article.md", SAMPLE.read_text()),), "")
+FLUSH_INTERVAL_S, FLUSH_CHARS = 0.1, 400  # as reports.pipeline coalesces
+_probe_path = os.environ.get("BENCH_PROBE")
+_probe = open(_probe_path, "a", buffering=1) if _probe_path else None  # noqa: SIM115
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>bare</title></head>
+<body><button data-start>Start</button><pre data-report-stream></pre>
+<script>
+var out = document.querySelector("[data-report-stream]");
+var node = out.appendChild(document.createTextNode(""));
+document.querySelector("[data-start]").addEventListener("click", function () {
+  var ws = new WebSocket("ws://" + location.host + "/ws/bare/" + Math.random().toString(36).slice(2)
+                         + "/" + location.search);
+  ws.onmessage = function (m) {
+    var t = document.createElement("template");
+    t.innerHTML = m.data;
+    t.content.querySelectorAll("template[data-delta]").forEach(function (d) {
+      node.appendData(d.content.textContent);
+    });
+  };
+});
+</script></body></html>"""
+
+
+def frame(seq: int, text: str) -> str:
+    return (
+        f'<template data-batch data-seq="{seq}"><template data-delta data-seq="{seq}" '
+        f'data-attempt="1">{html.escape(text, quote=False)}</template></template>'
+    )
+
+
+async def push(send, key: str, query: dict) -> None:
+    profile = pacing.profile_named(query.get("profile", "openai"))
+    per_token = query.get("per_token", "0") == "1"
+    schedule = pacing.plan(profile, TEXT, seed=int(query.get("seed", "0")), key=f"{key}:1")
+    t0 = time.monotonic()
+    if _probe:
+        _probe.write(f"stream {key} 1 {t0}\n")
+    first_due = t0 + schedule.ttft_s
+    pending: list[str] = []
+    since, seq, sent_first = 0.0, 0, False
+
+    async def flush() -> None:
+        nonlocal seq
+        seq += 1
+        await send({"type": "websocket.send", "text": frame(seq, "".join(pending))})
+        pending.clear()
+
+    for offset, chunk in schedule.chunks:
+        due = first_due + offset
+        while pending and since + FLUSH_INTERVAL_S < due:  # the runner's timer flush
+            await asyncio.sleep(max(0.0, since + FLUSH_INTERVAL_S - time.monotonic()))
+            await flush()
+        await asyncio.sleep(max(0.0, due - time.monotonic()))
+        if not pending:
+            since = time.monotonic()
+        pending.append(chunk)
+        if per_token or not sent_first or sum(map(len, pending)) >= FLUSH_CHARS:
+            sent_first = True
+            await flush()
+    if pending:
+        await flush()
+    await send({"type": "websocket.close", "code": 1000})
+
+
+async def app(scope, receive, send) -> None:
+    if scope["type"] == "websocket":
+        if (await receive())["type"] != "websocket.connect":
+            return
+        await send({"type": "websocket.accept"})
+        key = scope["path"].strip("/").split("/")[-1]
+        query = {k: v[-1] for k, v in parse_qs(scope["query_string"].decode()).items()}
+        sender = asyncio.create_task(push(send, key, query))
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+        sender.cancel()
+    elif scope["type"] == "http":
+        await receive()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/html; charset=utf-8")],
+            }
+        )
+        await send({"type": "http.response.body", "body": PAGE.encode()})
