@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Coalesce, Now
 
-from reports import broadcast, notify, rendering, storage
+from reports import broadcast, chunk_writes, notify, rendering, storage
 from reports.clock import Clock
 from reports.leases import Claim, LeaseLost
 from reports.models import Attempt, Event, Status, Task, db_now_plus
@@ -270,7 +270,7 @@ class AttemptRun:
             return
         chunk = "".join(self._pending)
         self._pending.clear()
-        written = await db(Task.objects.append_event)(
+        written = await chunk_writes.append_event(
             self.task_id,
             self.claim.epoch,
             "delta",
