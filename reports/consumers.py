@@ -92,7 +92,12 @@ class TaskConsumer(AsyncWebsocketConsumer):
             if events:
                 idle_ticks = 0
                 last_seq = events[-1].seq
-                message, latest = await db(live_message)(task, events, last_seq)
+                if all(event.type == "delta" for event in events):
+                    # Text alone reads nothing: render it here, not in the one thread
+                    # every consumer's database work queues for.
+                    message, latest = live_message(task, events, last_seq)
+                else:
+                    message, latest = await db(live_message)(task, events, last_seq)
                 status_data = latest or status_data
                 await self.send(text_data=message)
             elif items[0] is None:
