@@ -8,7 +8,8 @@ add probes and change what a baseline needs changed:
 
 * `BENCH_PROBE=<file>`: append one line per provider stream (`stream task attempt t0`,
   t0 on the machine's monotonic clock, when the provider began) and per chunk written
-  (`flush task start seconds`: the runner's whole write-and-publish of one chunk).
+  (`flush task start seconds`: the runner's whole write-and-publish of one chunk), and
+  per database write of chunks (`write count start seconds`).
 * `--per-token`: the one-message-per-token baseline (every provider delta is its own
   event, transaction and message: no coalescing).
 * `--report-chars N`: the simulated report is repeated (section by section) to about
@@ -91,8 +92,20 @@ def instrument(*, per_token: bool, report_chars: int) -> None:
             await original_flush(self)
             probe.write(f"flush {self.task_id} {start} {time.monotonic() - start}\n")
 
+        from reports.models import TaskQuerySet
+
+        original_append = TaskQuerySet.append_events
+
+        def append_events(self, appends, **fields):
+            start = time.monotonic()
+            try:
+                return original_append(self, appends, **fields)
+            finally:
+                probe.write(f"write {len(appends)} {start} {time.monotonic() - start}\n")
+
         SimulatedProvider.stream = stream
         pipeline.AttemptRun._flush = flush
+        TaskQuerySet.append_events = append_events
     if report_chars:
         original_write = SimulatedProvider.write
 
