@@ -9,9 +9,10 @@ from pathlib import Path
 from reports.providers import pacing
 
 
-def read_probe(path: Path) -> tuple[dict, dict]:
-    """Return {(key, attempt): t0} and {key: [(start, seconds)]} from a probe file."""
-    starts, flushes = {}, defaultdict(list)
+def read_probe(path: Path) -> tuple[dict, dict, list]:
+    """Return {(key, attempt): t0}, {key: [(start, seconds)]} of chunk flushes and
+    [(chunks, start, seconds)] of database writes, from a probe file."""
+    starts, flushes, writes = {}, defaultdict(list), []
     if path.exists():
         for line in path.read_text().splitlines():
             kind, key, *rest = line.split()
@@ -19,7 +20,9 @@ def read_probe(path: Path) -> tuple[dict, dict]:
                 starts[(key, int(rest[0]))] = float(rest[1])
             elif kind == "flush":
                 flushes[key].append((float(rest[0]), float(rest[1])))
-    return starts, flushes
+            elif kind == "write":
+                writes.append((int(key), float(rest[0]), float(rest[1])))
+    return starts, flushes, writes
 
 
 def received(stream: dict) -> list[tuple[float, int, str]]:

@@ -28,7 +28,8 @@ if not PYTHON.exists():
     PYTHON = Path(sys.executable)
 RESULTS = ROOT / "bench" / "results"
 SAMPLE = ROOT / "tests" / "fixtures" / "sample_article.md"
-POSTGRES_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/reportline")
+# Scale-out runs flush this database first: give them one of their own.
+POSTGRES_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/bench")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
@@ -151,14 +152,17 @@ class Layout:
     env: dict
 
     @classmethod
-    def embedded(cls) -> Layout:
-        data_dir = Path(tempfile.mkdtemp(prefix="reportline-bench-"))
-        return cls("embedded", data_dir, {})
+    def embedded(cls, data_dir: Path | None = None) -> Layout:
+        data_dir = data_dir or Path(tempfile.mkdtemp(prefix="reportline-bench-"))
+        return cls("embedded", data_dir, {"DATABASE_URL": "", "REDIS_URL": ""})
 
     @classmethod
-    def scale_out(cls) -> Layout:
-        data_dir = Path(tempfile.mkdtemp(prefix="reportline-bench-"))
-        return cls("scale-out", data_dir, {"DATABASE_URL": POSTGRES_URL, "REDIS_URL": REDIS_URL})
+    def scale_out(
+        cls, data_dir: Path | None = None, database_url: str = "", redis_url: str = ""
+    ) -> Layout:
+        data_dir = data_dir or Path(tempfile.mkdtemp(prefix="reportline-bench-"))
+        env = {"DATABASE_URL": database_url or POSTGRES_URL, "REDIS_URL": redis_url or REDIS_URL}
+        return cls("scale-out", data_dir, env)
 
     def environ(self, **extra) -> dict:
         return {
