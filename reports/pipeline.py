@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 0.1  # coalesce provider deltas into one event about this often…
 FLUSH_CHARS = 400  # …or once this many characters are waiting
+FIRST_TEXT_UNCOALESCED_S = 0.15  # except for the first text's first moments (benchmark 1)
 _END = object()  # the provider's stream ended
 _WAKE = object()  # a stop was requested
 
@@ -159,7 +160,8 @@ class AttemptRun:
                 await self._flush()
                 return ended
             if self._pending and (
-                len(self.text) == 1  # the first text goes out at once: it is what users wait for
+                # The first text goes out delta by delta: it is what users wait for.
+                self.clock.monotonic() - self._first_text_at < FIRST_TEXT_UNCOALESCED_S
                 or self.clock.monotonic() - self._pending_since >= FLUSH_INTERVAL_S
                 or sum(map(len, self._pending)) >= FLUSH_CHARS
             ):
@@ -214,6 +216,7 @@ class AttemptRun:
                 self._last_text_at = now
                 if self.first_text_ms is None:
                     self.first_text_ms = round((now - self.started) * 1000, 1)
+                    self._first_text_at = now
                 if not self._pending:
                     self._pending_since = now
                 self._pending.append(item.text)
