@@ -23,7 +23,8 @@ from reports.providers.report_writer import write_report
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sample_article.md"
 TEXT = write_report((SourceDocument("article.md", SAMPLE.read_text()),), "")
-FLUSH_INTERVAL_S, FLUSH_CHARS = 0.1, 400  # as reports.pipeline coalesces
+# As reports.pipeline coalesces (it needs Django set up, so the numbers are repeated).
+FLUSH_INTERVAL_S, FLUSH_CHARS, FIRST_TEXT_UNCOALESCED_S = 0.1, 400, 0.15
 _probe_path = os.environ.get("BENCH_PROBE")
 _probe = open(_probe_path, "a", buffering=1) if _probe_path else None  # noqa: SIM115
 
@@ -38,7 +39,8 @@ document.querySelector("[data-start]").addEventListener("click", function () {
   ws.onmessage = function (m) {
     var t = document.createElement("template");
     t.innerHTML = m.data;
-    t.content.querySelectorAll("template[data-delta]").forEach(function (d) {
+    var batch = t.content.querySelector("template[data-batch]");
+    batch.content.querySelectorAll("template[data-delta]").forEach(function (d) {
       node.appendData(d.content.textContent);
     });
   };
@@ -62,7 +64,7 @@ async def push(send, key: str, query: dict) -> None:
         _probe.write(f"stream {key} 1 {t0}\n")
     first_due = t0 + schedule.ttft_s
     pending: list[str] = []
-    since, seq, sent_first = 0.0, 0, False
+    since, seq, first_text_at = 0.0, 0, None
 
     async def flush() -> None:
         nonlocal seq
@@ -76,11 +78,13 @@ async def push(send, key: str, query: dict) -> None:
             await asyncio.sleep(max(0.0, since + FLUSH_INTERVAL_S - time.monotonic()))
             await flush()
         await asyncio.sleep(max(0.0, due - time.monotonic()))
+        now = time.monotonic()
+        first_text_at = first_text_at or now
         if not pending:
-            since = time.monotonic()
+            since = now
         pending.append(chunk)
-        if per_token or not sent_first or sum(map(len, pending)) >= FLUSH_CHARS:
-            sent_first = True
+        early = now - first_text_at < FIRST_TEXT_UNCOALESCED_S
+        if per_token or early or sum(map(len, pending)) >= FLUSH_CHARS:
             await flush()
     if pending:
         await flush()

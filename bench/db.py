@@ -2,7 +2,7 @@
 settings come from the environment): prepare a user, read back what was stored.
 
     python -m bench.db prepare            -> {"cookie": ..., "token": ...}
-    python -m bench.db collect <task ids> -> {"<task id>": {"status", "text", "events"}}
+    python -m bench.db collect [task ids]  -> {"<task id>": {"status", "text", "events", …}}
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def collect(task_ids: list[str]) -> dict:
     from reports.models import Task, TaskEvent
 
     found = {}
-    for task in Task.objects.filter(pk__in=task_ids):
+    tasks = Task.objects.filter(pk__in=task_ids) if task_ids else Task.objects.all()
+    for task in tasks:
         attempt = task.attempts.order_by("-number").first()
         events = TaskEvent.objects.filter(task=task).order_by("seq")
         found[str(task.pk)] = {
@@ -42,6 +43,8 @@ def collect(task_ids: list[str]) -> dict:
             "text": attempt.text if attempt else "",
             "attempts": task.attempts.count(),
             "queue_ms": task.queue_ms,
+            "first_text_ms": task.first_text_ms,
+            "frontend_first_text_ms": task.frontend_first_text_ms,
             "events": [[e.seq, e.type, len(e.data.get("text", ""))] for e in events],
         }
     return found
@@ -53,7 +56,7 @@ def main() -> None:
     if command == "prepare":
         result = prepare()
     elif command == "collect":
-        result = collect(args if args else json.loads(sys.stdin.read()))
+        result = collect(args)
     else:
         raise SystemExit(f"unknown command {command!r}")
     print(json.dumps(result))

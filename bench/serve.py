@@ -15,6 +15,7 @@ add probes and change what a baseline needs changed:
 * `--report-chars N`: the simulated report is repeated (section by section) to about
   N characters, for the browser rendering benchmark.
 * `--bare`: serve `bench.bare` (no Django) instead of the app.
+* `--static`: serve /static/ from the app's files too, as nginx does in production.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main() -> None:
     parser.add_argument("--bare", action="store_true")
     parser.add_argument("--per-token", action="store_true")
     parser.add_argument("--report-chars", type=int, default=0)
+    parser.add_argument("--static", action="store_true", help="serve /static/ too (pages)")
     args = parser.parse_args()
 
     if args.bare:
@@ -51,16 +53,28 @@ def main() -> None:
 
         call_command("reportworker", slots=args.slots)
     else:
-        import project.asgi  # noqa: F401 - loaded once, here, after the probes
+        import project.asgi
 
-        run_server(args.server, "project.asgi:application", args.port)
+        app = project.asgi.application
+        if args.static:  # what nginx does in production
+            from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+            app = ASGIStaticFilesHandler(app)
+        run_server(args.server, app, args.port)
 
 
-def run_server(server: str, app: str, port: int) -> None:
+def run_server(server: str, app, port: int) -> None:
     if server == "daphne":
-        from daphne.cli import CommandLineInterface
+        from daphne.endpoints import build_endpoint_description_strings
+        from daphne.server import Server
 
-        CommandLineInterface().run(["-b", "127.0.0.1", "-p", str(port), "-v", "0", app])
+        if isinstance(app, str):
+            from importlib import import_module
+
+            module, _, name = app.partition(":")
+            app = getattr(import_module(module), name)
+        endpoints = build_endpoint_description_strings(host="127.0.0.1", port=port)
+        Server(app, endpoints=endpoints, verbosity=0).run()
     else:
         import uvicorn
 
