@@ -1,9 +1,13 @@
 """The bare baseline: a plain ASGI app (no Django, no database, no channel layer) that
 streams the same simulated provider's text on the same schedule.
 
-    /ws/bare/<key>/?profile=openai&seed=0&per_token=0   WebSocket: the same frames the
-        app sends (coalesced the same way, or one per delta), then close 1000
-    /page/?profile=openai                                 a bare page fed by that socket
+    /ws/bare/<key>/?profile=openai&seed=0&per_token=0&raw=0&chars=0
+        WebSocket: the same frames the app sends (coalesced the same way, or one per
+        delta; raw=1: the bare text of each frame), then close 1000; chars: the report
+        lengthened to about that many characters
+    /page/?…          a bare page fed by that socket, appending each frame's text
+    /page/?page=naive&raw=1&…   a naive page: re-renders the whole text as Markdown on
+        every message (innerHTML), as chat UIs that froze on long answers did
 
 Served by the same ASGI server as the app, it is the floor the app is compared with.
 """
@@ -17,6 +21,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs
 
+from bench.harness import lengthen
 from reports.providers import pacing
 from reports.providers.base import SourceDocument
 from reports.providers.report_writer import write_report
@@ -29,21 +34,44 @@ _probe_path = os.environ.get("BENCH_PROBE")
 _probe = open(_probe_path, "a", buffering=1) if _probe_path else None  # noqa: SIM115
 
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>bare</title></head>
-<body><button data-start>Start</button><pre data-report-stream></pre>
+<body><button data-start>Start</button><div data-report-stream style="white-space: pre-wrap"></div>
 <script>
 var out = document.querySelector("[data-report-stream]");
 var node = out.appendChild(document.createTextNode(""));
+var query = new URLSearchParams(location.search);
+var full = "";
+function markdown(text) {  // naive on purpose: the whole text, every time
+  return text.split(/\\n\\n+/).map(function (block) {
+    var safe = block.replace(/&/g, "&amp;").replace(/</g, "&lt;");
+    var h = /^(#{1,6}) (.*)/.exec(safe);
+    if (h) return "<h" + h[1].length + ">" + h[2] + "</h" + h[1].length + ">";
+    return "<p>" + safe.replace(/\\*\\*(.+?)\\*\\*/g, "<b>$1</b>") + "</p>";
+  }).join("");
+}
+function take(data) {
+  if (query.get("raw") === "1") return data;
+  var t = document.createElement("template");
+  t.innerHTML = data;
+  var batch = t.content.querySelector("template[data-batch]");
+  var text = "";
+  batch.content.querySelectorAll("template[data-delta]").forEach(function (d) {
+    text += d.content.textContent;
+  });
+  return text;
+}
 document.querySelector("[data-start]").addEventListener("click", function () {
   var ws = new WebSocket("ws://" + location.host + "/ws/bare/" + Math.random().toString(36).slice(2)
                          + "/" + location.search);
   ws.onmessage = function (m) {
-    var t = document.createElement("template");
-    t.innerHTML = m.data;
-    var batch = t.content.querySelector("template[data-batch]");
-    batch.content.querySelectorAll("template[data-delta]").forEach(function (d) {
-      node.appendData(d.content.textContent);
-    });
+    var text = take(m.data);
+    if (query.get("page") === "naive") {
+      full += text;
+      out.innerHTML = markdown(full);
+    } else {
+      node.appendData(text);
+    }
   };
+  ws.onclose = function () { window.__done = true; };
 });
 </script></body></html>"""
 
@@ -57,8 +85,9 @@ def frame(seq: int, text: str) -> str:
 
 async def push(send, key: str, query: dict) -> None:
     profile = pacing.profile_named(query.get("profile", "openai"))
-    per_token = query.get("per_token", "0") == "1"
-    schedule = pacing.plan(profile, TEXT, seed=int(query.get("seed", "0")), key=f"{key}:1")
+    per_token, raw = query.get("per_token", "0") == "1", query.get("raw", "0") == "1"
+    text = lengthen(TEXT, int(query.get("chars", "0")))
+    schedule = pacing.plan(profile, text, seed=int(query.get("seed", "0")), key=f"{key}:1")
     t0 = time.monotonic()
     if _probe:
         _probe.write(f"stream {key} 1 {t0}\n")
@@ -69,7 +98,8 @@ async def push(send, key: str, query: dict) -> None:
     async def flush() -> None:
         nonlocal seq
         seq += 1
-        await send({"type": "websocket.send", "text": frame(seq, "".join(pending))})
+        text = "".join(pending)
+        await send({"type": "websocket.send", "text": text if raw else frame(seq, text)})
         pending.clear()
 
     for offset, chunk in schedule.chunks:

@@ -33,6 +33,17 @@ POSTGRES_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
+def lengthen(report: str, chars: int) -> str:
+    """Return `report` with its sections repeated until it has about `chars` characters
+    (still a valid report: the title and the summary come first)."""
+    sections = report.partition("\n## ")[2]
+    body, part = [report], 1
+    while sum(map(len, body)) < chars:
+        body.append(f"\n\n## Part {part}: {sections}")
+        part += 1
+    return "".join(body)
+
+
 # --- figures ------------------------------------------------------------------------------
 
 

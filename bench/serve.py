@@ -121,18 +121,12 @@ def instrument(*, per_token: bool, report_chars: int) -> None:
         pipeline.AttemptRun._flush = flush
         TaskQuerySet.append_events = append_events
     if report_chars:
+        from bench.harness import lengthen
+
         original_write = SimulatedProvider.write
-
-        def write(self, request):
-            report = original_write(self, request)
-            sections = report.partition("\n## ")[2]
-            body, part = [report], 1
-            while sum(map(len, body)) < report_chars:
-                body.append(f"\n\n## Part {part}: {sections}")
-                part += 1
-            return "".join(body)
-
-        SimulatedProvider.write = write
+        SimulatedProvider.write = lambda self, request: lengthen(
+            original_write(self, request), report_chars
+        )
 
 
 if __name__ == "__main__":
