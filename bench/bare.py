@@ -6,6 +6,7 @@ streams the same simulated provider's text on the same schedule.
         delta; raw=1: the bare text of each frame), then close 1000; chars: the report
         lengthened to about that many characters
     /page/?…          a bare page fed by that socket, appending each frame's text
+    /text/?chars=N    a static page holding the first N characters of that text
     /page/?page=naive&raw=1&…   a naive page: re-renders the whole text as Markdown on
         every message (innerHTML), as chat UIs that froze on long answers did
 
@@ -76,6 +77,10 @@ document.querySelector("[data-start]").addEventListener("click", function () {
 </script></body></html>"""
 
 
+STATIC_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>static</title></head>
+<body><div data-report-stream style="white-space: pre-wrap">{text}</div></body></html>"""
+
+
 def frame(seq: int, text: str) -> str:
     return (
         f'<template data-batch data-seq="{seq}"><template data-delta data-seq="{seq}" '
@@ -134,6 +139,12 @@ async def app(scope, receive, send) -> None:
         sender.cancel()
     elif scope["type"] == "http":
         await receive()
+        body = PAGE
+        if scope["path"].startswith("/text/"):  # a static page holding the same text
+            query = {k: v[-1] for k, v in parse_qs(scope["query_string"].decode()).items()}
+            chars = int(query.get("chars", "0"))
+            text = html.escape(lengthen(TEXT, chars)[:chars], quote=False)
+            body = STATIC_PAGE.format(text=text)
         await send(
             {
                 "type": "http.response.start",
@@ -141,4 +152,4 @@ async def app(scope, receive, send) -> None:
                 "headers": [(b"content-type", b"text/html; charset=utf-8")],
             }
         )
-        await send({"type": "http.response.body", "body": PAGE.encode()})
+        await send({"type": "http.response.body", "body": body.encode()})
