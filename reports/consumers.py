@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async as db
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
@@ -82,7 +82,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
     async def _send_batches(
         self, task: Task, last_seq: int, status_data: dict, queue: asyncio.Queue
     ) -> None:
-        idle_ticks = 0
+        refreshed_at = time.monotonic()
         while True:
             items = [await queue.get()]
             # Whatever else is ready now goes in the same message.
@@ -90,7 +90,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
                 items.append(queue.get_nowait())
             events: list[Event] = [item for item in items if isinstance(item, Event)]
             if events:
-                idle_ticks = 0
+                refreshed_at = time.monotonic()
                 last_seq = events[-1].seq
                 if all(event.type == "delta" for event in events):
                     # Text alone reads nothing: render it here, not in the one thread
@@ -101,9 +101,9 @@ class TaskConsumer(AsyncWebsocketConsumer):
                 status_data = latest or status_data
                 await self.send(text_data=message)
             elif items[0] is None:
-                idle_ticks += 1
-                if status_data.get("status") == Status.QUEUED and idle_ticks >= _refresh_ticks():
-                    idle_ticks = 0
+                stale = time.monotonic() - refreshed_at >= QUEUED_REFRESH_S
+                if status_data.get("status") == Status.QUEUED and stale:
+                    refreshed_at = time.monotonic()
                     await self._refresh_queued(task, status_data, last_seq)
             if items[-1] is _END or status_data.get("status") in TERMINAL:
                 return
@@ -179,11 +179,6 @@ def outcome_fragments(task: Task, status_data: dict) -> str:
         render_to_string(f"{TEMPLATE}#{name}", context)
         for name in ("actions", "incomplete", "report")
     )
-
-
-def _refresh_ticks() -> float:
-    """Return how many idle ticks of the follower make one queued refresh."""
-    return max(1.0, QUEUED_REFRESH_S / settings.REPORTS_POLL_S)
 
 
 async def _pump(task_id, after: int, queue: asyncio.Queue) -> None:
