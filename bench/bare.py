@@ -6,6 +6,7 @@ streams the same simulated provider's text on the same schedule.
         delta; raw=1: the bare text of each frame), then close 1000; chars: the report
         lengthened to about that many characters
     /page/?…          a bare page fed by that socket, appending each frame's text
+    /ws/idle/         WebSocket: accepted, then nothing (memory of an idle connection)
     /text/?chars=N    a static page holding the first N characters of that text
     /page/?page=naive&raw=1&…   a naive page: re-renders the whole text as Markdown on
         every message (innerHTML), as chat UIs that froze on long answers did
@@ -131,6 +132,10 @@ async def app(scope, receive, send) -> None:
         if (await receive())["type"] != "websocket.connect":
             return
         await send({"type": "websocket.accept"})
+        if scope["path"].startswith("/ws/idle/"):  # a connection that only waits
+            while (await receive())["type"] != "websocket.disconnect":
+                pass
+            return
         key = scope["path"].strip("/").split("/")[-1]
         query = {k: v[-1] for k, v in parse_qs(scope["query_string"].decode()).items()}
         sender = asyncio.create_task(push(send, key, query))

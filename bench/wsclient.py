@@ -135,8 +135,24 @@ async def run(config: dict) -> list[Stream]:
     return streams
 
 
+async def hold(config: dict) -> None:
+    """Open `connections` idle WebSockets to `urls` (round robin), say so, hold them."""
+    headers = {"Origin": config["base_url"], "Cookie": f"sessionid={config.get('cookie', '')}"}
+    sockets = []
+    for i in range(config["connections"]):
+        url = config["urls"][i % len(config["urls"])]
+        sockets.append(await websockets.connect(url, additional_headers=headers))
+    print("ready", flush=True)
+    await asyncio.sleep(config["hold_s"])
+    for ws in sockets:
+        await ws.close()
+
+
 def main() -> None:
     config = json.loads(sys.stdin.read())
+    if config["mode"] == "hold":
+        asyncio.run(hold(config))
+        return
     streams = asyncio.run(run(config))
     print(json.dumps([s.__dict__ for s in streams]))
 
