@@ -56,7 +56,7 @@ def run_app(
         processes.append(work(layout, env, slots=streams, extra=extra))
     try:
         processes[0].wait_ready()
-        cpu_before = sum(p.cpu_s() for p in processes)
+        cpu_before = [p.cpu_s() for p in processes]
         started = time.monotonic()
         config = {
             "base_url": processes[0].url,
@@ -70,7 +70,8 @@ def run_app(
         }
         clients = run_clients(config)
         wall = time.monotonic() - started
-        cpu = sum(p.cpu_s() for p in processes) - cpu_before
+        cpu_each = [p.cpu_s() - before for p, before in zip(processes, cpu_before, strict=True)]
+        cpu = sum(cpu_each)
         rss_kb = sum(p.rss_kb() for p in processes)
     finally:
         for process in processes:
@@ -83,6 +84,7 @@ def run_app(
     )
     figures.update(
         cpu_share=cpu / wall / 2,  # of the machine's two cores
+        cpu_share_each=[c / wall / 2 for c in cpu_each],  # server, then worker
         wall_s=wall,
         rss_mb=rss_kb / 1024,
         db_write_share=sum(seconds for _, _, seconds in writes) / wall,
