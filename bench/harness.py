@@ -7,10 +7,12 @@ docs/benchmarks.md are made from those files).
 
 from __future__ import annotations
 
+import atexit
 import json
 import math
 import os
 import platform
+import shutil
 import signal
 import socket
 import subprocess
@@ -148,6 +150,15 @@ def _fmt(value, unit: str) -> str:
 # --- the system under test, in its own processes ------------------------------------------
 
 
+def scratch_dir() -> Path:
+    """Return a new data directory, removed when the benchmark ends (BENCH_KEEP=1 keeps
+    it, with the servers' logs and probe files)."""
+    path = Path(tempfile.mkdtemp(prefix="reportline-bench-"))
+    if not os.environ.get("BENCH_KEEP"):
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -164,14 +175,14 @@ class Layout:
 
     @classmethod
     def embedded(cls, data_dir: Path | None = None) -> Layout:
-        data_dir = data_dir or Path(tempfile.mkdtemp(prefix="reportline-bench-"))
+        data_dir = data_dir or scratch_dir()
         return cls("embedded", data_dir, {"DATABASE_URL": "", "REDIS_URL": ""})
 
     @classmethod
     def scale_out(
         cls, data_dir: Path | None = None, database_url: str = "", redis_url: str = ""
     ) -> Layout:
-        data_dir = data_dir or Path(tempfile.mkdtemp(prefix="reportline-bench-"))
+        data_dir = data_dir or scratch_dir()
         env = {"DATABASE_URL": database_url or POSTGRES_URL, "REDIS_URL": redis_url or REDIS_URL}
         return cls("scale-out", data_dir, env)
 
