@@ -323,6 +323,7 @@ def main() -> None:
                     target="nothing lost/duplicated/reordered",
                     met=lossless(double),
                 )
+            results.save()  # after each layout and server: a late failure loses nothing
     results.show()
     print(f"saved {results.save()}")
 
