@@ -57,7 +57,11 @@ def main() -> None:
     args = parser.parse_args()
 
     layout = Layout.embedded()
-    env = layout.environ(REPORTS_SIMULATED_PROFILE="stress", REPORTS_MAX_REPORT_KB=1000)
+    env = layout.environ(
+        REPORTS_SIMULATED_PROFILE="stress",
+        REPORTS_MAX_REPORT_KB=1000,
+        REPORTS_MAX_OUTPUT_TOKENS=100_000,
+    )
     user = layout.django("prepare", env=env)
     app = serve(layout, env, extra=("--static", "--report-chars", str(args.chars)))
     bare = serve(layout, layout.environ(), extra=("--bare",))
