@@ -23,7 +23,14 @@ from bench.wsclient import submit
 
 
 def pickup(layout: Layout, tasks: int) -> list[float]:
-    env = layout.environ(REPORTS_EMBEDDED_WORKER="1" if layout.name == "embedded" else "0")
+    # Reports that take a moment, and slots to spare: every task meets a free slot.
+    env = layout.environ(
+        REPORTS_EMBEDDED_WORKER="1" if layout.name == "embedded" else "0",
+        REPORTS_SIMULATED_TTFT_S=0.05,
+        REPORTS_SIMULATED_TOKENS_PER_S=20_000,
+        REPORTS_MAX_RUNNING=8,
+        REPORTS_LANE_LIMITS="short=8,long=1",
+    )
     user = layout.django("prepare", env=env)
     processes = [serve(layout, env)]
     if layout.name == "scale-out":
