@@ -229,9 +229,10 @@ def main() -> None:
     parser.add_argument("--servers", default="daphne")
     parser.add_argument("--double", action="store_true", help="also run 2x the streams")
     parser.add_argument("--skip-per-token", action="store_true")
+    parser.add_argument("--name", default="fanout", help="of the results file")
     args = parser.parse_args()
 
-    results = Results("fanout")
+    results = Results(args.name)
     s = args.streams
     for layout_name in args.layouts.split(","):
         for server in args.servers.split(","):
