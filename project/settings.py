@@ -196,9 +196,20 @@ REPORTS_PROVIDERS = {
         "OPTIONS": {
             "ttft_s": env_number("REPORTS_SIMULATED_TTFT_S", 0.45),
             "tokens_per_s": env_number("REPORTS_SIMULATED_TOKENS_PER_S", 60, minimum=0.1),
+            # Pacing modelled on a real provider (openai, claude, bursty, stress), seeded.
+            "profile": env_str("REPORTS_SIMULATED_PROFILE"),
+            "seed": env_int("REPORTS_SIMULATED_SEED", 0),
         },
     },
 }
+if REPORTS_PROVIDERS["simulated"]["OPTIONS"]["profile"]:
+    from reports.providers.pacing import PROFILES as _PROFILES  # no models: safe here
+
+    if REPORTS_PROVIDERS["simulated"]["OPTIONS"]["profile"] not in _PROFILES:
+        raise ImproperlyConfigured(
+            f"REPORTS_SIMULATED_PROFILE must be one of {', '.join(_PROFILES)}, "
+            f"not {env_str('REPORTS_SIMULATED_PROFILE')!r}"
+        )
 # The model a report is written by; with the prompt version it decides whether an earlier
 # report of the same documents can be offered again.
 REPORTS_MODEL = env_str("REPORTS_MODEL", "extractive" if REPORTS_PROVIDER == "simulated" else "")

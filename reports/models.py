@@ -177,17 +177,47 @@ class TaskQuerySet(models.QuerySet):
 
         Return (event, cancel_requested) or None when the lease was lost.
         """
+        return self.append_events([(task_id, epoch, event_type, data)], **fields)[0]
+
+    def append_events(self, appends, **fields) -> list[tuple[Event, bool] | None]:
+        """`append_event` for many tasks (each at most once) in three statements.
+
+        `appends` holds (task_id, epoch, event_type, data). One conditional UPDATE
+        renews every lease still held; the rows are then read back (a row not updated
+        cannot have come back to its epoch: epochs only grow) and the events inserted
+        together. Return, per append, (event, cancel_requested), or None when that
+        task's lease was lost.
+        """
+        held = Q(pk__in=[])
+        for task_id, epoch, _, _ in appends:
+            held |= Q(pk=task_id, epoch=epoch)
         with transaction.atomic():
-            changed = self.filter(pk=task_id, epoch=epoch, status__in=LEASED).update(
+            self.filter(held, status__in=LEASED).update(
                 last_seq=F("last_seq") + 1,
                 lease_expires_at=db_now_plus(settings.REPORTS_LEASE_S),
                 **fields,
             )
-            if changed != 1:
-                return None
-            task = self.filter(pk=task_id).values(*_EVENT_FIELDS, "cancel_requested_at").get()
-            event = _write_event(task_id, event_type, data, task)
-            return event, task["cancel_requested_at"] is not None
+            rows = {
+                str(row["pk"]): row
+                for row in self.filter(pk__in=[a[0] for a in appends]).values(
+                    "pk", "epoch", "status", *_EVENT_FIELDS, "cancel_requested_at"
+                )
+            }
+            results: list[tuple[Event, bool] | None] = []
+            for task_id, epoch, event_type, data in appends:
+                row = rows.get(str(task_id))
+                if row is None or row["epoch"] != epoch or row["status"] not in LEASED:
+                    results.append(None)
+                    continue
+                event = Event(
+                    task_id, row["last_seq"], event_type, {"attempt": row["attempt_count"], **data}
+                )
+                results.append((event, row["cancel_requested_at"] is not None))
+            TaskEvent.objects.bulk_create(
+                TaskEvent(task_id=e.task_id, seq=e.seq, type=e.type, data=e.data)
+                for e, _ in filter(None, results)
+            )
+        return results
 
 
 _EVENT_FIELDS = ("last_seq", "attempt_count")

@@ -117,9 +117,9 @@ async def test_a_worker_that_lost_its_lease_writes_nothing_more(make_task, scrip
     async def script(request, clock):
         yield TextDelta("# One\n\n")
         await clock.sleep(1)
-        yield TextDelta("two ")
-        first_chunk_saved.set()
+        first_chunk_saved.set()  # the first text is written at once, before the next item
         await resume.wait()
+        yield TextDelta("two ")
         yield TextDelta("three")
         await clock.sleep(1)
         yield Completed("stop")
@@ -293,6 +293,27 @@ def test_deltas_are_coalesced_into_few_events(make_task, scripted_worker):
     assert Task.objects.get(pk=task.pk).status == "succeeded"
     assert 10 <= deltas <= 2000 // 15  # about one event per 100 ms, not one per token
     assert attempt_text(task.pk, 1) == saved_report(task)
+
+
+@pytest.mark.django_db
+def test_the_first_moments_of_text_go_out_delta_by_delta(make_task, scripted_worker):
+    async def tokens_every_20_ms(request, clock):
+        yield TextDelta("# Title\n\n## Summary\n\nText.\n\n## More\n\n")
+        for i in range(100):
+            await clock.sleep(0.02)
+            yield TextDelta(f"t{i} ")
+        yield Completed("stop")
+
+    task = make_task()
+    run_all(scripted_worker(tokens_every_20_ms))
+    deltas = [e.data["text"] for e in TaskEvent.objects.filter(task=task, type="delta")]
+    # 150 ms of text at a delta every 20 ms: the heading and seven tokens, one event
+    # each (a page shows each in its own frame); after that, about 100 ms a chunk.
+    assert deltas[:8] == ["# Title\n\n## Summary\n\nText.\n\n## More\n\n"] + [
+        f"t{i} " for i in range(7)
+    ]
+    assert len(deltas) <= 8 + 20 + 1  # the other 1.85 s of text: about 19 chunks
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
 
 
 @pytest.mark.django_db

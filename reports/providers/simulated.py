@@ -1,6 +1,8 @@
 """A provider that needs no network: streams `write_report`'s text at a model's pace.
 
-Scenarios (SPEC §6) make it misbehave on purpose, for demos and tests.
+Scenarios (SPEC §6) make it misbehave on purpose, for demos and tests. The pace is a
+steady token rate, or a profile modelled on a real provider (`reports.providers.pacing`),
+deterministic for a given seed.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import re
 from collections.abc import AsyncIterator
 
 from reports.clock import Clock
-from reports.providers import SCENARIOS
+from reports.providers import SCENARIOS, pacing
 from reports.providers.base import (
     Completed,
     GenerationRequest,
@@ -60,13 +62,25 @@ class SimulatedProvider(Provider):
         clock: Clock | None = None,
         ttft_s: float = 0.45,
         tokens_per_s: float = 60.0,
+        profile: str = "",
+        seed: int = 0,
         **options,
     ) -> None:
         if ttft_s < 0 or tokens_per_s <= 0:
             raise ValueError("ttft_s must be >= 0 and tokens_per_s > 0.")
-        super().__init__(clock=clock, ttft_s=ttft_s, tokens_per_s=tokens_per_s, **options)
+        super().__init__(
+            clock=clock,
+            ttft_s=ttft_s,
+            tokens_per_s=tokens_per_s,
+            profile=profile,
+            seed=seed,
+            **options,
+        )
         self.ttft_s = float(ttft_s)
         self.tokens_per_s = float(tokens_per_s)
+        # A profile, when named, replaces the steady pace (ttft_s, tokens_per_s).
+        self.profile = pacing.profile_named(profile) if profile else None
+        self.seed = int(seed)
 
     def write(self, request: GenerationRequest) -> str:
         """Return the whole report this provider streams for `request`."""
@@ -96,9 +110,6 @@ class SimulatedProvider(Provider):
                 await self.clock.sleep(HEARTBEAT_S)
                 yield Heartbeat()
 
-        ttft, rate = self.ttft_s, self.tokens_per_s
-        if scenario == "slow":
-            ttft, rate = SLOW_TTFT_S, SLOW_TOKENS_PER_S
         text = ""
         if scenario != "empty":
             # Off the event loop: a 200,000-character document takes a noticeable moment.
@@ -114,16 +125,17 @@ class SimulatedProvider(Provider):
         elif scenario == "truncated":
             tokens = tokens[: max(1, int(len(tokens) * TRUNCATE_AT))]
 
-        first_due = start + ttft
+        schedule = self.schedule(request, tokens)
+        first_due = start + schedule.ttft_s
         while await self._nap_until(first_due):
             yield Heartbeat()
-        # Each token has a due time from one start, so oversleeping (a busy loop, a
-        # coarse timer) is caught up by sending every token already due, not by drifting.
-        for index, token in enumerate(tokens):
-            due = first_due + index / rate
+        # Each chunk has a due time from one start, so oversleeping (a busy loop, a
+        # coarse timer) is caught up by sending every chunk already due, not by drifting.
+        for offset, chunk in schedule.chunks:
+            due = first_due + offset
             while await self._nap_until(due):
                 yield Heartbeat()
-            yield TextDelta(token)
+            yield TextDelta(chunk)
 
         if scenario == "error":
             raise ProviderError(
@@ -144,6 +156,15 @@ class SimulatedProvider(Provider):
             ),
             request_id=f"sim-{request.task_id[:8]}-{request.attempt_number}",
         )
+
+    def schedule(self, request: GenerationRequest, tokens: list[str]) -> pacing.Schedule:
+        """Return when each piece of the text is sent: the profile's pace, or steady."""
+        if request.scenario == "slow":
+            return pacing.steady(tokens, SLOW_TTFT_S, SLOW_TOKENS_PER_S)
+        if self.profile is None:
+            return pacing.steady(tokens, self.ttft_s, self.tokens_per_s)
+        key = f"{request.task_id}:{request.attempt_number}"
+        return pacing.plan(self.profile, "".join(tokens), seed=self.seed, key=key)
 
     async def _nap_until(self, due: float) -> bool:
         """Sleep towards `due`, at most one heartbeat long; say whether it is still ahead."""

@@ -5,7 +5,7 @@
  * opens with <template data-batch data-seq=N> (the seq of the last event it covers),
  * holding the text events in order; this file takes those out of the message, buffers
  * their text and writes it to the page at most once per animation frame, into one Text
- * node. The rest of the message is htmx out-of-band swaps (status line, outcome).
+ * node (the first text of an attempt at once). The rest of the message is htmx out-of-band swaps (status line, outcome).
  *
  * Reconnecting resumes after the last seq received, so nothing is shown twice and
  * nothing is missed; the wait between tries doubles from 0.5 s to 10 s, with jitter.
@@ -48,6 +48,10 @@
 
   function enqueue(item) {
     pending.push(item);
+    if (item.text && !textNode.data) {
+      flush(); // the first text is what the user waits for: it does not wait for a frame
+      return;
+    }
     if (!frameRequested) {
       frameRequested = true;
       requestAnimationFrame(flush);

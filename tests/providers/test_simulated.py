@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass, field
@@ -327,3 +328,51 @@ def test_get_provider_unknown_or_unloadable_is_improperly_configured(provider_se
 )
 def test_project_settings_default_to_the_simulated_provider():
     assert isinstance(get_provider(), SimulatedProvider)
+
+
+# --- profiles modelled on real providers ---------------------------------------------------
+
+
+def gaps(run: Run) -> list[float]:
+    times = [t for i, t in zip(run.items, run.times, strict=True) if isinstance(i, TextDelta)]
+    return [b - a for a, b in itertools.pairwise(times)]
+
+
+@pytest.mark.parametrize(
+    ("profile", "ttft", "sizes", "gap"),
+    [
+        ("openai", (0.45, 0.45), (3, 5), (0.013, 0.020)),
+        ("claude", (0.75, 2.0), (8, 20), (0.03, 0.06)),
+        ("bursty", (0.45, 0.45), (150, 150), (0.5, 0.6)),
+        ("stress", (0.45, 0.45), (3, 5), (0.004, 0.005)),
+    ],
+)
+async def test_each_profile_streams_the_whole_report_at_its_pace(profile, ttft, sizes, gap):
+    run = await collect(simulated(profile=profile, seed=7), request())
+    assert run.text == write_report(DOCS, "")
+    assert run.completed.finish_reason == "stop"
+    assert ttft[0] - 1e-9 <= run.first_text_at() - START <= ttft[1] + 1e-9
+    chunks = [len(d.text) for d in run.deltas]
+    assert all(sizes[0] <= n <= sizes[1] for n in chunks[:-1])  # the last is what is left
+    assert all(gap[0] - 1e-6 <= g <= gap[1] + 1e-6 for g in gaps(run))
+
+
+async def test_a_profile_is_the_same_for_the_same_seed_and_differs_for_another():
+    first = await collect(simulated(profile="claude", seed=1), request())
+    again = await collect(simulated(profile="claude", seed=1), request())
+    other = await collect(simulated(profile="claude", seed=2), request())
+    assert [d.text for d in first.deltas] == [d.text for d in again.deltas]
+    assert first.times == again.times
+    assert first.times != other.times
+    assert first.text == other.text  # only the pace differs, never the words
+
+
+async def test_a_profile_keeps_the_scenarios():
+    run = await collect(simulated(profile="stress"), request("truncated"))
+    assert run.completed is None
+    assert write_report(DOCS, "").startswith(run.text) and run.text
+
+
+def test_an_unknown_profile_is_refused():
+    with pytest.raises(ValueError, match="openai"):
+        SimulatedProvider(profile="gpt-9")

@@ -1,0 +1,333 @@
+"""Benchmark 2 (with 4 and 7): fan-out capacity of the full path, with its baselines.
+
+    python -m bench.fanout [--streams 100] [--layouts embedded,scale-out]
+                           [--servers daphne,uvicorn] [--double] [--skip-per-token]
+
+For each layout (embedded: SQLite, in-memory layer, the worker inside the server;
+scale-out: PostgreSQL, Redis, a separate `reportworker`) and server, S clients each
+submit a report at the OpenAI-like profile and follow it over the WebSocket. Measured:
+lag from the provider's (scheduled) emit to the client's receipt of each delta (P50,
+P99), delivered deltas, gaps, duplicates, reordering, text equal to what was stored,
+"database is locked" errors, events (= transactions) per report against provider deltas,
+and the share of a stream's time spent writing and publishing chunks. Baselines in the
+same run: the app with one message per token, and a bare ASGI app pushing the same
+frames on the same server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+
+from bench import analysis
+from bench.harness import PYTHON, ROOT, SAMPLE, Layout, Results, percentile, serve, work
+
+PROFILE, SEED = "openai", 0
+
+
+def run_app(
+    layout: Layout,
+    *,
+    streams: int,
+    server: str = "daphne",
+    per_token: bool = False,
+    reconnects: int = 0,
+    timeout_s: float = 180,
+    profile: str = PROFILE,
+) -> dict:
+    """Run S streams through the whole app; return the figures and correctness."""
+    probe = layout.data_dir / f"probe-{time.monotonic_ns()}.txt"
+    env = layout.environ(
+        BENCH_PROBE=probe,
+        REPORTS_SIMULATED_PROFILE=profile,
+        REPORTS_SIMULATED_SEED=SEED,
+        REPORTS_MAX_RUNNING=streams,
+        REPORTS_LANE_LIMITS=f"short={streams},long=1",
+        REPORTS_EMBEDDED_SLOTS=streams,
+        REPORTS_QUEUE_LIMIT=streams * 4,
+        REPORTS_EMBEDDED_WORKER="1" if layout.name == "embedded" else "0",
+    )
+    user = layout.django("prepare", env=env)
+    extra = ("--per-token",) if per_token else ()
+    processes = [serve(layout, env, server=server, extra=extra)]
+    if layout.name == "scale-out":
+        processes.append(work(layout, env, slots=streams, extra=extra))
+    try:
+        processes[0].wait_ready()
+        cpu_before = [p.cpu_s() for p in processes]
+        started = time.monotonic()
+        config = {
+            "base_url": processes[0].url,
+            "mode": "app",
+            "streams": streams,
+            "document": str(SAMPLE),
+            "timeout_s": timeout_s,
+            "reconnects": reconnects,
+            "seed": SEED,
+            **user,
+        }
+        clients = run_clients(config)
+        wall = time.monotonic() - started
+        cpu_each = [p.cpu_s() - before for p, before in zip(processes, cpu_before, strict=True)]
+        cpu = sum(cpu_each)
+        rss_kb = sum(p.rss_kb() for p in processes)
+    finally:
+        for process in processes:
+            process.stop()
+    logs = "".join(p.log() for p in processes)
+    stored = layout.django("collect", *[c["key"] for c in clients if c["key"]], env=env)
+    starts, flushes, writes = analysis.read_probe(probe)
+    figures = summarize_app(
+        clients, stored, starts, flushes, profile=profile, measure_lag=not reconnects
+    )
+    figures.update(
+        cpu_share=cpu / wall / 2,  # of the machine's two cores
+        cpu_share_each=[c / wall / 2 for c in cpu_each],  # server, then worker
+        wall_s=wall,
+        rss_mb=rss_kb / 1024,
+        db_write_share=sum(seconds for _, _, seconds in writes) / wall,
+        # Chunk writes are shared by the streams; each report adds its claim, its move
+        # to finalizing and its end.
+        commits_per_report=len(writes) / streams + 3,
+        chunks_per_write=sum(n for n, _, _ in writes) / len(writes) if writes else None,
+        locked_errors=logs.count("database is locked"),
+        server_errors=logs.count("Traceback"),
+    )
+    return figures
+
+
+def run_bare(layout: Layout, *, streams: int, server: str, per_token: bool = False) -> dict:
+    probe = layout.data_dir / f"probe-bare-{time.monotonic_ns()}.txt"
+    env = layout.environ(BENCH_PROBE=probe)
+    process = serve(layout, env, server=server, extra=("--bare",))
+    try:
+        process.wait_ready(path="/page/")
+        query = f"profile={PROFILE}&seed={SEED}&per_token={int(per_token)}"
+        clients = run_clients(
+            {"base_url": process.url, "mode": "bare", "streams": streams, "query": query}
+        )
+    finally:
+        process.stop()
+    from bench.bare import TEXT  # the text the bare app streamed
+
+    starts, _, _ = analysis.read_probe(probe)
+    all_lags, checks = [], []
+    for client in clients:
+        seqs = sorted({seq for _, seq, _ in analysis.received(client)})
+        count = max(seqs, default=0)
+        checks.append(analysis.correctness(client, TEXT, list(range(1, count + 1))))
+        t0 = starts.get((client["key"], 1))
+        if t0 is not None:
+            key = f"{client['key']}:1"
+            all_lags += analysis.lags(client, TEXT, t0, PROFILE, SEED, key)
+    return {**lag_figures(all_lags), **totals(checks)}
+
+
+def run_clients(config: dict) -> list[dict]:
+    result = subprocess.run(
+        [str(PYTHON), "-m", "bench.wsclient"],
+        input=json.dumps(config),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=config.get("timeout_s", 300) + 120,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"the clients failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout)
+
+
+def summarize_app(clients, stored, starts, flushes, *, profile: str, measure_lag: bool) -> dict:
+    all_lags, checks, events, deltas_in, shares = [], [], [], [], []
+    for client in clients:
+        row = stored.get(client["key"])
+        if row is None:
+            checks.append(
+                {
+                    "delivered": 0,
+                    "gaps": 0,
+                    "duplicates": 0,
+                    "reordered": 0,
+                    "text_ok": False,
+                    "finished": False,
+                }
+            )
+            continue
+        delta_seqs = [seq for seq, kind, _ in row["events"] if kind == "delta"]
+        checks.append(analysis.correctness(client, row["text"], delta_seqs))
+        attempt = row["attempts"]
+        t0 = starts.get((client["key"], attempt))
+        if t0 is None or not row["text"]:
+            continue
+        key = f"{client['key']}:{attempt}"
+        schedule_len = len(
+            analysis.pacing.plan(
+                analysis.pacing.profile_named(profile), row["text"], seed=SEED, key=key
+            ).chunks
+        )
+        deltas_in.append(schedule_len)
+        events.append(len(row["events"]))
+        if measure_lag:
+            all_lags += analysis.lags(client, row["text"], t0, profile, SEED, key)
+        spans = flushes.get(client["key"], [])  # the runner's wait: write and publish
+        if spans:
+            stream_s = spans[-1][0] + spans[-1][1] - t0
+            shares.append(sum(s for _, s in spans) / stream_s)
+    return {
+        **lag_figures(all_lags),
+        **totals(checks),
+        "provider_deltas_per_report": _mean(deltas_in),
+        "events_per_report": _mean(events),
+        "write_share_p50": percentile(shares, 50),
+        "write_share_max": max(shares, default=None),
+    }
+
+
+def lag_figures(lags: list[float]) -> dict:
+    return {
+        "lag_p50_ms": _ms(percentile(lags, 50)),
+        "lag_p99_ms": _ms(percentile(lags, 99)),
+        "lag_max_ms": _ms(max(lags, default=None)),
+        "lag_samples": len(lags),
+    }
+
+
+def totals(checks: list[dict]) -> dict:
+    return {
+        "streams": len(checks),
+        "finished": sum(c["finished"] for c in checks),
+        "delivered": sum(c["delivered"] for c in checks),
+        "gaps": sum(c["gaps"] for c in checks),
+        "duplicates": sum(c["duplicates"] for c in checks),
+        "reordered": sum(c["reordered"] for c in checks),
+        "text_wrong": sum(not c["text_ok"] for c in checks),
+    }
+
+
+def lossless(figures: dict) -> bool:
+    return (
+        figures["finished"] == figures["streams"]
+        and figures["gaps"] == figures["duplicates"] == figures["reordered"] == 0
+        and figures["text_wrong"] == 0
+    )
+
+
+def _ms(seconds):
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def _mean(values):
+    return sum(values) / len(values) if values else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=100)
+    parser.add_argument("--layouts", default="embedded,scale-out")
+    parser.add_argument("--servers", default="daphne")
+    parser.add_argument("--double", action="store_true", help="also run 2x the streams")
+    parser.add_argument("--skip-per-token", action="store_true")
+    parser.add_argument("--name", default="fanout", help="of the results file")
+    args = parser.parse_args()
+
+    results = Results(args.name)
+    s = args.streams
+    for layout_name in args.layouts.split(","):
+        for server in args.servers.split(","):
+            layout = Layout.embedded() if layout_name == "embedded" else Layout.scale_out()
+            label = f"{layout_name}/{server}"
+            print(f"-- {label}: {s} streams", flush=True)
+            app = run_app(layout, streams=s, server=server)
+            bare = run_bare(layout, streams=s, server=server)
+            results.data[f"{label}/app/{s}"] = app
+            results.data[f"{label}/bare/{s}"] = bare
+            print(json.dumps({"app": app, "bare": bare}), flush=True)
+            results.add(
+                f"{label} S={s} lag P50", app["lag_p50_ms"], "ms", baseline=bare["lag_p50_ms"]
+            )
+            results.add(
+                f"{label} S={s} lag P99",
+                app["lag_p99_ms"],
+                "ms",
+                baseline=bare["lag_p99_ms"],
+                target="<= 250 ms",
+                met=app["lag_p99_ms"] is not None and app["lag_p99_ms"] <= 250,
+            )
+            results.add(
+                f"{label} S={s} lossless (finished/gaps/dups/reorder)",
+                app["finished"],
+                f"/{s}",
+                target="all, 0/0/0",
+                met=lossless(app),
+            )
+            results.add(
+                f"{label} S={s} CPU share of 2 cores", app["cpu_share"] * 100, "%", baseline=None
+            )
+            if layout_name == "embedded":
+                results.add(
+                    f"{label} S={s} 'database is locked'",
+                    app["locked_errors"],
+                    target="0",
+                    met=app["locked_errors"] == 0,
+                )
+            results.add(
+                f"{label} S={s} provider deltas per report / chunk events",
+                app["provider_deltas_per_report"] / app["events_per_report"],
+                "x",
+            )
+            results.add(
+                f"{label} S={s} provider deltas per report / commits per report",
+                app["provider_deltas_per_report"] / app["commits_per_report"],
+                "x",
+                target=">= 10x",
+                met=app["provider_deltas_per_report"] >= 10 * app["commits_per_report"],
+            )
+            results.add(
+                f"{label} S={s} event-table write time, share of wall time",
+                app["db_write_share"] * 100,
+                "%",
+                target="<= 10%",
+                met=app["db_write_share"] <= 0.10,
+            )
+            results.add(
+                f"{label} S={s} runner's wait on write+publish, share of stream",
+                (app["write_share_p50"] or 0) * 100,
+                "%",
+            )
+            if not args.skip_per_token:
+                per_token = run_app(layout, streams=s, server=server, per_token=True, timeout_s=60)
+                results.data[f"{label}/per-token/{s}"] = per_token
+                print(json.dumps({"per_token": per_token}), flush=True)
+                results.add(
+                    f"{label} S={s} per-token baseline lag P99",
+                    per_token["lag_p99_ms"],
+                    "ms",
+                    baseline=app["lag_p99_ms"],
+                )
+                results.add(
+                    f"{label} S={s} per-token baseline CPU share",
+                    per_token["cpu_share"] * 100,
+                    "%",
+                    baseline=app["cpu_share"] * 100,
+                )
+            if args.double:
+                double = run_app(layout, streams=2 * s, server=server)
+                results.data[f"{label}/app/{2 * s}"] = double
+                print(json.dumps({"double": double}), flush=True)
+                results.add(f"{label} S={2 * s} lag P99", double["lag_p99_ms"], "ms")
+                results.add(
+                    f"{label} S={2 * s} lossless",
+                    double["finished"],
+                    f"/{2 * s}",
+                    target="nothing lost/duplicated/reordered",
+                    met=lossless(double),
+                )
+            results.save()  # after each layout and server: a late failure loses nothing
+    results.show()
+    print(f"saved {results.save()}")
+
+
+if __name__ == "__main__":
+    main()

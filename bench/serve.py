@@ -1,0 +1,133 @@
+"""Run the app (or the bare baseline) for a benchmark: a server or a worker process.
+
+    python -m bench.serve --server daphne|uvicorn --port N [--bare] [--per-token]
+    python -m bench.serve --worker --slots N [--per-token]
+
+The app is the real one, configured by the environment; the benchmark options only
+add probes and change what a baseline needs changed:
+
+* `BENCH_PROBE=<file>`: append one line per provider stream (`stream task attempt t0`,
+  t0 on the machine's monotonic clock, when the provider began) and per chunk written
+  (`flush task start seconds`: the runner's whole write-and-publish of one chunk), and
+  per database write of chunks (`write count start seconds`).
+* `--per-token`: the one-message-per-token baseline (every provider delta is its own
+  event, transaction and message: no coalescing).
+* `--report-chars N`: the simulated report is repeated (section by section) to about
+  N characters, for the browser rendering benchmark.
+* `--bare`: serve `bench.bare` (no Django) instead of the app.
+* `--static`: serve /static/ from the app's files too, as nginx does in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", choices=("daphne", "uvicorn"), default="daphne")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--slots", type=int, default=4)
+    parser.add_argument("--bare", action="store_true")
+    parser.add_argument("--per-token", action="store_true")
+    parser.add_argument("--report-chars", type=int, default=0)
+    parser.add_argument("--static", action="store_true", help="serve /static/ too (pages)")
+    args = parser.parse_args()
+
+    if args.bare:
+        run_server(args.server, "bench.bare:app", args.port)
+        return
+    if args.server == "daphne" and not args.worker:
+        import daphne.server  # noqa: F401 - before the app: it starts the embedded worker
+
+    import django
+
+    django.setup()
+    instrument(per_token=args.per_token, report_chars=args.report_chars)
+    if args.worker:
+        from django.core.management import call_command
+
+        call_command("reportworker", slots=args.slots)
+    else:
+        import project.asgi
+
+        app = project.asgi.application
+        if args.static:  # what nginx does in production
+            from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+            app = ASGIStaticFilesHandler(app)
+        run_server(args.server, app, args.port)
+
+
+def run_server(server: str, app, port: int) -> None:
+    if server == "daphne":
+        from daphne.endpoints import build_endpoint_description_strings
+        from daphne.server import Server
+
+        if isinstance(app, str):
+            from importlib import import_module
+
+            module, _, name = app.partition(":")
+            app = getattr(import_module(module), name)
+        endpoints = build_endpoint_description_strings(host="127.0.0.1", port=port)
+        Server(app, endpoints=endpoints, verbosity=0).run()
+    else:
+        import uvicorn
+
+        # The app speaks neither lifespan nor cares: Channels' router has no lifespan.
+        uvicorn.run(
+            app, host="127.0.0.1", port=port, lifespan="off", log_level="warning", access_log=False
+        )
+
+
+def instrument(*, per_token: bool, report_chars: int) -> None:
+    from reports import pipeline
+    from reports.providers.simulated import SimulatedProvider
+
+    if per_token:
+        pipeline.FLUSH_CHARS = 1  # every delta waits for nothing: one event per token
+    probe_path = os.environ.get("BENCH_PROBE")
+    if probe_path:
+        probe = open(probe_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+        original_stream = SimulatedProvider.stream
+        original_flush = pipeline.AttemptRun._flush
+
+        async def stream(self, request):
+            probe.write(f"stream {request.task_id} {request.attempt_number} {time.monotonic()}\n")
+            async for item in original_stream(self, request):
+                yield item
+
+        async def flush(self):
+            start = time.monotonic()
+            await original_flush(self)
+            probe.write(f"flush {self.task_id} {start} {time.monotonic() - start}\n")
+
+        from reports.models import TaskQuerySet
+
+        original_append = TaskQuerySet.append_events
+
+        def append_events(self, appends, **fields):
+            start = time.monotonic()
+            try:
+                return original_append(self, appends, **fields)
+            finally:
+                probe.write(f"write {len(appends)} {start} {time.monotonic() - start}\n")
+
+        SimulatedProvider.stream = stream
+        pipeline.AttemptRun._flush = flush
+        TaskQuerySet.append_events = append_events
+    if report_chars:
+        from bench.harness import lengthen
+
+        original_write = SimulatedProvider.write
+        SimulatedProvider.write = lambda self, request: lengthen(
+            original_write(self, request), report_chars
+        )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

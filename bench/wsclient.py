@@ -1,0 +1,161 @@
+"""Clients for the benchmarks: submit a report over HTTP, follow it over the WebSocket,
+note when each message arrived (machine monotonic clock) and what it carried.
+
+Run as a process of its own (`python -m bench.wsclient < config.json`) so that the
+clients' CPU is not the server's; prints one JSON document with every stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import random
+import re
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import websockets
+
+BATCH = re.compile(r'<template data-batch data-seq="(\d+)">')
+DELTA = re.compile(
+    r'<template data-delta data-seq="(\d+)" data-attempt="\d+">(.*?)</template>', re.S
+)
+
+
+@dataclass
+class Stream:
+    key: str  # the task id (or the bare stream's key)
+    messages: list = field(default_factory=list)  # [received_at, batch_seq, [[seq, text]...]]
+    close_codes: list = field(default_factory=list)
+    connects: int = 0
+    error: str = ""
+
+
+def parse(message: str) -> tuple[int, list[list]]:
+    batch = BATCH.search(message)
+    deltas = [[int(seq), html.unescape(text)] for seq, text in DELTA.findall(message)]
+    return (int(batch.group(1)) if batch else 0), deltas
+
+
+def submit(base_url: str, token: str, path: str) -> str:
+    document = Path(path).read_bytes()
+    boundary = uuid.uuid4().hex
+    body = (
+        (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; '
+            'filename="article.md"\r\n'
+            "Content-Type: text/markdown\r\n\r\n"
+        ).encode()
+        + document
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    request = urllib.request.Request(
+        f"{base_url}/api/tasks",
+        data=body,
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Idempotency-Key": uuid.uuid4().hex,
+        },
+    )
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return json.loads(reply.read())["task_id"]
+
+
+async def follow(stream: Stream, url: str, headers: dict, *, drop_after: int = 0) -> int:
+    """Read one connection to its close; with drop_after, hang up after that many messages.
+
+    Return the last batch seq received (where a reconnect resumes).
+    """
+    last_seq = 0
+    stream.connects += 1
+    async with websockets.connect(url, additional_headers=headers, max_size=None) as ws:
+        try:
+            async for message in ws:
+                seq, deltas = parse(message)
+                stream.messages.append([time.monotonic(), seq, deltas])
+                last_seq = max(last_seq, seq)
+                if drop_after and len(stream.messages) >= drop_after:
+                    return last_seq
+        except websockets.ConnectionClosed:
+            pass
+        stream.close_codes.append(ws.close_code)
+    return last_seq
+
+
+async def one_stream(config: dict, stream: Stream, index: int, rng: random.Random) -> None:
+    base, ws_base = config["base_url"], config["base_url"].replace("http", "ws", 1)
+    headers = {"Origin": base, "Cookie": f"sessionid={config.get('cookie', '')}"}
+    await asyncio.sleep(index * config.get("stagger_s", 0.0))
+    if config["mode"] == "bare":
+        stream.key = f"bare{index}"
+        await follow(stream, f"{ws_base}/ws/bare/{stream.key}/?{config['query']}", headers)
+        return
+    task_id = await asyncio.to_thread(submit, base, config["token"], config["document"])
+    stream.key = task_id
+    after, drops = 0, config.get("reconnects", 0)
+    try:
+        while True:
+            drop_after = len(stream.messages) + rng.randint(1, 12) if drops else 0
+            after_seq = await follow(
+                stream,
+                f"{ws_base}/ws/tasks/{task_id}/?after={after}",
+                headers,
+                drop_after=drop_after,
+            )
+            after = max(after, after_seq)
+            if not drops or (stream.close_codes and stream.close_codes[-1] == 1000):
+                return
+            drops -= 1
+    except Exception as exc:  # a stream that failed is counted, not fatal to the run
+        stream.error = repr(exc)
+
+
+async def run(config: dict) -> list[Stream]:
+    """Run every stream; those still open after `timeout_s` are cut and marked so."""
+    rng = random.Random(config.get("seed", 0))
+    streams = [Stream("") for _ in range(config["streams"])]
+    tasks = [
+        asyncio.create_task(one_stream(config, stream, i, random.Random(rng.random())))
+        for i, stream in enumerate(streams)
+    ]
+    _, late = await asyncio.wait(tasks, timeout=config.get("timeout_s", 300))
+    for task in late:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    for stream, task in zip(streams, tasks, strict=True):
+        if task in late:
+            stream.error = "timed out"
+    return streams
+
+
+async def hold(config: dict) -> None:
+    """Open `connections` idle WebSockets to `urls` (round robin), say so, hold them."""
+    headers = {"Origin": config["base_url"], "Cookie": f"sessionid={config.get('cookie', '')}"}
+    sockets = []
+    for i in range(config["connections"]):
+        url = config["urls"][i % len(config["urls"])]
+        sockets.append(await websockets.connect(url, additional_headers=headers))
+    print("ready", flush=True)
+    await asyncio.sleep(config["hold_s"])
+    for ws in sockets:
+        await ws.close()
+
+
+def main() -> None:
+    config = json.loads(sys.stdin.read())
+    if config["mode"] == "hold":
+        asyncio.run(hold(config))
+        return
+    streams = asyncio.run(run(config))
+    print(json.dumps([s.__dict__ for s in streams]))
+
+
+if __name__ == "__main__":
+    main()

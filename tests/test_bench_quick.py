@@ -1,0 +1,46 @@
+"""The quick mode of benchmarks 2 (fan-out) and 5 (refresh and replay): a few streams
+through the real app in its own processes, followed over real WebSockets. They fail
+only when text is lost, duplicated or reordered, never on timing (the timed runs are
+`python -m bench.fanout` and `python -m bench.replay`)."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from bench.fanout import lossless, run_app
+from bench.harness import Layout
+from tests.test_worker_process import database_url
+
+pytestmark = pytest.mark.bench
+STREAMS = 4
+
+
+def assert_lossless(figures: dict, streams: int) -> None:
+    assert figures["streams"] == figures["finished"] == streams, figures
+    assert (figures["gaps"], figures["duplicates"], figures["reordered"]) == (0, 0, 0), figures
+    assert figures["text_wrong"] == 0, figures
+    assert figures["delivered"] > 0
+    assert lossless(figures)
+
+
+def test_fan_out_embedded_loses_nothing(tmp_path):
+    figures = run_app(Layout.embedded(tmp_path), streams=STREAMS, profile="stress")
+    assert_lossless(figures, STREAMS)
+    assert figures["locked_errors"] == 0
+
+
+def test_reconnecting_at_random_points_loses_and_repeats_nothing(tmp_path):
+    figures = run_app(Layout.embedded(tmp_path), streams=STREAMS, profile="stress", reconnects=3)
+    assert_lossless(figures, STREAMS)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("reconnects", [0, 3])
+def test_scale_out_loses_nothing(tmp_path, reconnects):
+    if connection.vendor != "postgresql" or not settings.REDIS_URL:
+        pytest.skip("scale-out needs PostgreSQL and Redis (DATABASE_URL, REDIS_URL)")
+    layout = Layout.scale_out(tmp_path, database_url(connection.settings_dict), settings.REDIS_URL)
+    figures = run_app(layout, streams=STREAMS, profile="stress", reconnects=reconnects)
+    assert_lossless(figures, STREAMS)
