@@ -176,27 +176,38 @@ class AttemptRun:
             if ended is not None:
                 await self._flush()
                 return ended
+            now = self.clock.monotonic()
             if self._pending and (
                 # The first text goes out delta by delta: it is what users wait for.
-                self.clock.monotonic() - self._first_text_at < FIRST_TEXT_UNCOALESCED_S
-                or self.clock.monotonic() - self._pending_since >= FLUSH_INTERVAL_S
+                now - self._first_text_at < FIRST_TEXT_UNCOALESCED_S
+                or now >= self._flush_due()
                 or sum(map(len, self._pending)) >= FLUSH_CHARS
             ):
                 await self._flush()
 
+    # Each limit is an instant, computed one way and compared with `>=` both where it is
+    # waited for and where it is checked: `now - start >= limit` can be false at the very
+    # instant `start + limit` (floating point), and the wait would then spin at zero.
+    def _flush_due(self) -> float:
+        return self._pending_since + FLUSH_INTERVAL_S
+
+    def _silence_due(self) -> float:
+        """When the provider's silence ends the attempt: no response, or no text (stall)."""
+        if self._answered:
+            return self._last_text_at + settings.REPORTS_STALL_TIMEOUT_S
+        return self._sent_at + settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S
+
     def _checks_due(self) -> list[float]:
         """Return the instants at which a time limit or a flush falls due."""
-        due = [self.deadline]
-        if self._answered:
-            due.append(self._last_text_at + settings.REPORTS_STALL_TIMEOUT_S)
-        else:
-            due.append(self._sent_at + settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S)
+        due = [self.deadline, self._silence_due()]
         if self._pending:
-            due.append(self._pending_since + FLUSH_INTERVAL_S)
+            due.append(self._flush_due())
         return due
 
     async def _next_item(self):
         """Return the next stream item, or None when the nearest check falls due first."""
+        with contextlib.suppress(asyncio.QueueEmpty):
+            return self._queue.get_nowait()  # an item already waiting is never timed out
         timeout = max(0.0, min(self._checks_due()) - self.clock.monotonic())
         try:
             return await asyncio.wait_for(self._queue.get(), timeout=timeout)
@@ -207,22 +218,19 @@ class AttemptRun:
         """Return how the attempt ends when a time limit has passed (heartbeats don't count)."""
         if now >= self.deadline:
             return Outcome(Status.FAILED, "timeout", "The task ran past its deadline.")
-        if (
-            not self._answered
-            and now - self._sent_at >= settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S
-        ):
+        if now < self._silence_due():
+            return None
+        if not self._answered:
             return Outcome(
                 Status.RECONCILIATION_REQUIRED,
                 "",
                 "The provider did not answer; whether it ran the request is unknown.",
             )
-        if self._answered and now - self._last_text_at >= settings.REPORTS_STALL_TIMEOUT_S:
-            return Outcome(
-                Status.FAILED,
-                "stalled",
-                f"No text arrived for {settings.REPORTS_STALL_TIMEOUT_S:g} s.",
-            )
-        return None
+        return Outcome(
+            Status.FAILED,
+            "stalled",
+            f"No text arrived for {settings.REPORTS_STALL_TIMEOUT_S:g} s.",
+        )
 
     def _take(self, item) -> Outcome | None:
         """Take one stream item in; return how the attempt ends when the stream did."""

@@ -317,6 +317,20 @@ def test_the_first_moments_of_text_go_out_delta_by_delta(make_task, scripted_wor
 
 
 @pytest.mark.django_db
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("clock_reads", [0, 61, 1000, 3000])
+def test_an_attempt_ends_whatever_the_clock_reads(make_task, scripted_worker, clock, clock_reads):
+    # A flush or limit falls due at `start + limit`; at some clock values `now - start`
+    # is then a hair under `limit` (floating point). The runner once waited for that
+    # instant with a zero timeout, forever, and never took the item already waiting.
+    clock.advance(clock_reads)
+    task = make_task()
+    run_all(scripted_worker(whole_report))
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
+    assert saved_report(task) == REPORT
+
+
+@pytest.mark.django_db
 def test_success_is_written_only_after_the_file_is_saved(make_task, worker, monkeypatch):
     def broken_disk(result_id, text):
         raise OSError("disk full")
