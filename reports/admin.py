@@ -17,6 +17,7 @@ from django.utils.html import format_html, format_html_join
 from reports import budgets, storage
 from reports.admin_budgets import settle_page
 from reports.admin_timing import TimingAdminMixin
+from reports.charts import format_ms
 from reports.latency import STAGES
 from reports.login_throttle import ThrottledAdminAuthenticationForm
 from reports.models import (
@@ -33,15 +34,6 @@ from reports.reconciliation import ResolutionRefused, resolve_reconciliation
 
 EVENTS_SHOWN = 200
 PREVIEW_CHARS = 200
-
-
-def format_ms(ms: float | None) -> str:
-    """Return '340 ms' or '3.2 s'; '-' when not measured."""
-    if ms is None:
-        return "-"
-    if ms < 1000:
-        return f"{ms:g} ms"
-    return f"{ms / 1000:.1f} s"
 
 
 def format_stages(stage_ms: dict) -> str:
