@@ -214,10 +214,6 @@ class Task(models.Model):
         return f"{self.id} ({self.status})"
 
     @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL
-
-    @property
     def current_attempt(self) -> Attempt | None:
         return self.attempts.order_by("-number").first()
 
