@@ -59,7 +59,8 @@ def take(out: Path) -> None:
             ("ok3", "ok"),
             ("ok4", "ok"),
         ):
-            submit(page, scenario=scenario)
+            # Each its own instructions, so no task is answered by an earlier report.
+            submit(page, scenario=scenario, instructions=f"Report {name}.")
             ids[name] = task_id(page)
             status_is(page, "succeeded" if scenario in {"ok", "rate_limited"} else "failed")
         wait_until_ended(page, list(ids.values()))
