@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,76 +12,19 @@ from django.db import models, transaction
 from django.db.models import F, Q, Subquery
 from django.db.models.functions import Coalesce, Now
 
-
-class Status(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    FINALIZING = "finalizing"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-    RECONCILIATION_REQUIRED = "reconciliation_required"
-
-
-TERMINAL = frozenset(
-    {Status.SUCCEEDED, Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
+from reports.account_models import ApiToken, Budget  # noqa: F401
+from reports.task_states import (  # noqa: F401
+    ADMIN_RESOLUTIONS,
+    CLAIM_ORDER,
+    ERROR_TYPES,
+    LEASED,
+    TERMINAL,
+    TRANSITIONS,
+    CostStatus,
+    IllegalTransition,
+    Lane,
+    Status,
 )
-LEASED = (Status.RUNNING, Status.FINALIZING)
-CLAIM_ORDER = ("created_at", "pk")  # oldest first; the id breaks ties within a millisecond
-
-# SPEC §2, the whole table. `reconciliation_required` leaves only by an admin's resolve.
-TRANSITIONS: dict[str, frozenset[str]] = {
-    Status.QUEUED: frozenset({Status.RUNNING, Status.CANCELLED}),
-    Status.RUNNING: frozenset(
-        {
-            Status.FINALIZING,
-            Status.QUEUED,
-            Status.FAILED,
-            Status.CANCELLED,
-            Status.RECONCILIATION_REQUIRED,
-        }
-    ),
-    Status.FINALIZING: frozenset({Status.SUCCEEDED, Status.FAILED}),
-    Status.SUCCEEDED: frozenset(),
-    Status.FAILED: frozenset(),
-    Status.CANCELLED: frozenset(),
-    Status.RECONCILIATION_REQUIRED: frozenset(),
-}
-ADMIN_RESOLUTIONS = frozenset({Status.QUEUED, Status.FAILED, Status.SUCCEEDED})
-
-ERROR_TYPES = (
-    "provider_error",
-    "provider_auth",
-    "provider_rejected",
-    "provider_quota",
-    "rate_limited",
-    "stream_truncated",
-    "empty_output",
-    "stalled",
-    "timeout",
-    "validation_failed",
-    "save_failed",
-    "invalid_input",
-    "budget_exhausted",
-    "worker_lost",
-)
-
-
-class CostStatus(models.TextChoices):
-    NONE = "none"
-    RESERVED = "reserved"
-    SETTLED = "settled"
-    PENDING_RECONCILIATION = "pending_reconciliation"
-    RELEASED = "released"
-
-
-class Lane(models.TextChoices):
-    SHORT = "short"
-    LONG = "long"
-
-
-class IllegalTransition(Exception):
-    """A status change that SPEC §2 does not allow."""
 
 
 def db_now_plus(seconds: float):
@@ -303,10 +244,6 @@ class Task(models.Model):
         return f"{self.id} ({self.status})"
 
     @property
-    def is_terminal(self) -> bool:
-        return self.status in TERMINAL
-
-    @property
     def current_attempt(self) -> Attempt | None:
         return self.attempts.order_by("-number").first()
 
@@ -475,66 +412,3 @@ class PreparedText(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.parser_version})"
-
-
-class ApiTokenQuerySet(models.QuerySet):
-    def issue(self, user, label: str = "") -> str:
-        """Create a token for `user` and return it; only its digest is stored."""
-        token = "rl_" + secrets.token_urlsafe(32)
-        self.create(user=user, digest=ApiToken.digest_of(token), label=label)
-        return token
-
-    def user_for(self, token: str):
-        found = self.select_related("user").filter(digest=ApiToken.digest_of(token)).first()
-        if found is None or not found.user.is_active:
-            return None
-        self.filter(pk=found.pk).update(last_used_at=Now())
-        return found.user
-
-
-class ApiToken(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
-    digest = models.CharField(max_length=64, unique=True)
-    label = models.CharField(max_length=100, blank=True)
-    created_at = models.DateTimeField(db_default=Now())
-    last_used_at = models.DateTimeField(null=True, blank=True)
-
-    objects = ApiTokenQuerySet.as_manager()
-
-    def __str__(self) -> str:
-        return f"token {self.digest[:8]}… of {self.user}"
-
-    @staticmethod
-    def digest_of(token: str) -> str:
-        return hashlib.sha256(token.encode()).hexdigest()
-
-
-# --- Budgets and cost ------------------------------------------------------------------
-
-
-class Budget(models.Model):
-    """What a user may spend, in micro-dollars; reports/budgets.py moves the money."""
-
-    user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="budget"
-    )
-    limit_micros = models.PositiveBigIntegerField()
-    spent_micros = models.PositiveBigIntegerField(default=0)
-    reserved_micros = models.PositiveBigIntegerField(default=0)
-
-    class Meta:
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(spent_micros__gte=0)
-                & Q(reserved_micros__gte=0)
-                & Q(limit_micros__gte=F("spent_micros") + F("reserved_micros")),
-                name="budget_within_limit",
-            )
-        ]
-
-    def __str__(self) -> str:
-        return f"budget of {self.user}"
-
-    @property
-    def remaining_micros(self) -> int:
-        return self.limit_micros - self.spent_micros - self.reserved_micros

@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from reports import budgets, logs, notify, storage, tracing, wakeups
+from reports import budgets, logs, notify, storage, task_logs, tracing, wakeups
 from reports.auth import MB, ApiError, raise_if_upload_stopped
 from reports.models import CostStatus, Document, Lane, Status, Task
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
@@ -191,10 +191,7 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     logs.log_event(
         log,
         "task.admitted",
-        task_id=str(task.pk),
-        trace_id=task.trace_id,
-        status=task.status,
-        lane=task.lane,
+        **task_logs.task_fields(task),
         files=len(submission.uploads),
         input_bytes=task.input_bytes,
     )

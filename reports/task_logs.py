@@ -14,6 +14,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("reports.tasks")
 
 
+def task_fields(task: Task) -> dict:
+    """The fields every log line about a whole task carries."""
+    return {
+        "task_id": str(task.pk),
+        "trace_id": task.trace_id,
+        "status": task.status,
+        "lane": task.lane,
+    }
+
+
 def ms_between(start, end) -> float | None:
     if start is None or end is None:
         return None
@@ -39,12 +49,9 @@ def log_task_ended(task_id) -> None:
     log_event(
         log,
         "task.ended",
-        task_id=str(task.pk),
-        trace_id=task.trace_id,
+        **task_fields(task),
         request_id=task.request_id,
-        status=task.status,
         error_type=task.error_type or None,
-        lane=task.lane,
         attempts=task.attempt_count,
         queue_ms=task.queue_ms,
         first_text_ms=task.first_text_ms,

@@ -40,12 +40,18 @@ def home(request: HttpRequest) -> HttpResponse:
     return response
 
 
-@login_required
-@require_GET
-def task(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
+def _owned_or_404(request: HttpRequest, task_id: uuid.UUID) -> Task:
+    """The user's task; another user's is answered exactly as a missing one."""
     found = Task.objects.owned(request.user, task_id)
     if found is None:
         raise Http404("No such task.")
+    return found
+
+
+@login_required
+@require_GET
+def task(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
+    found = _owned_or_404(request, task_id)
     return _task_page(request, found, reused=request.GET.get("reused") == "1")
 
 
@@ -53,9 +59,7 @@ def task(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
 @require_POST
 def fresh(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
     """Write a fresh report of an earlier task's documents, instead of offering it again."""
-    found = Task.objects.owned(request.user, task_id)
-    if found is None:
-        raise Http404("No such task.")
+    found = _owned_or_404(request, task_id)
     key = request.POST.get("idempotency_key") or None
     try:
         if key is not None and not submissions.IDEMPOTENCY_KEY.fullmatch(key):

@@ -73,10 +73,6 @@ class Supervisor:
             self._wake.set()
         return len(events)
 
-    async def run_claimed(self, claim: leases.Claim) -> str:
-        """Run one claimed attempt to its end, with its heartbeat; return the task status."""
-        return await self._run(AttemptRun(claim, self.provider, self.clock))
-
     async def drain(self) -> None:
         """Wait for every attempt started so far to end."""
         while self.running:

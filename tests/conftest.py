@@ -26,6 +26,15 @@ SAMPLE = (
     "expected because the water is sheltered.\n"
 )
 
+# Every route about one task; each must answer another user exactly as a missing task.
+TASK_ROUTES = [
+    ("get", "/api/tasks/{id}"),
+    ("get", "/api/tasks/{id}/events"),
+    ("get", "/api/tasks/{id}/result"),
+    ("post", "/api/tasks/{id}/cancel"),
+    ("post", "/api/tasks/{id}/timing"),
+]
+
 
 @pytest.fixture(autouse=True)
 def private_storage(settings, tmp_path):
@@ -150,6 +159,23 @@ def make_task(alice):
         return make_submission(owner or alice, content, scenario)
 
     return make
+
+
+async def silent(request, clock):
+    """Answer nothing until past a 60 s response timeout: the outcome is unknown."""
+    await clock.sleep(61)
+    yield TextDelta("too late")
+
+
+@pytest.fixture
+def unanswered_task(make_task, scripted_worker, settings) -> Task:
+    """Alice's task whose provider never answered once the request was sent: it waits in
+    reconciliation_required with its reservation still held."""
+    settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = 60
+    task = make_task()
+    run_all(scripted_worker(silent))
+    task.refresh_from_db()
+    return task
 
 
 def pytest_collection_modifyitems(config, items):

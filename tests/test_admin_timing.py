@@ -8,33 +8,9 @@ import pytest
 
 from reports.models import Task
 from reports.waterfall import default_trio
-from tests.timings import ended_task
+from tests.timings import RETRIED, ended_task
 
 pytestmark = pytest.mark.django_db
-
-RETRIED = [
-    {
-        "status": "retry_scheduled",
-        "error_type": "rate_limited",
-        "start_s": 0.1,
-        "end_s": 0.3,
-        "stage_ms": {"parse": 2.0, "prepare": 1.0, "generate": 150.0},
-    },
-    {
-        "status": "succeeded",
-        "start_s": 2.3,
-        "end_s": 3.2,
-        "first_text_ms": 400.0,
-        "stage_ms": {
-            "parse": 2.0,
-            "prepare": 1.0,
-            "generate": 800.0,
-            "validate": 1.0,
-            "render": 3.0,
-            "save": 2.0,
-        },
-    },
-]
 
 
 def rows_of(svg: str) -> list[str]:

@@ -210,17 +210,9 @@ async def test_a_cancel_while_streaming_without_usage_waits_for_reconciliation(
 
 
 def test_an_unknown_outcome_is_pending_until_an_admin_marks_it_failed(
-    make_task, alice, admin_user, scripted_worker, settings
+    unanswered_task, alice, admin_user
 ):
-    settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = 60
-
-    async def silent(request, clock):
-        await clock.sleep(61)
-        yield TextDelta("too late")
-
-    task = make_task()
-    run_all(scripted_worker(silent))
-    task = refreshed(task)
+    task = unanswered_task
     assert (task.status, task.cost_status) == ("reconciliation_required", "pending_reconciliation")
     assert budget(alice).reserved_micros == task.reserved_micros > 0
 
@@ -231,17 +223,8 @@ def test_an_unknown_outcome_is_pending_until_an_admin_marks_it_failed(
     assert (budget(alice).spent_micros, budget(alice).reserved_micros) == (0, 0)
 
 
-def test_mark_settled_charges_what_the_admin_entered(
-    make_task, alice, admin_user, scripted_worker, settings
-):
-    settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = 60
-
-    async def silent(request, clock):
-        await clock.sleep(61)
-        yield TextDelta("too late")
-
-    task = make_task()
-    run_all(scripted_worker(silent))
+def test_mark_settled_charges_what_the_admin_entered(unanswered_task, alice, admin_user):
+    task = unanswered_task
     resolve_reconciliation(task.pk, Status.FAILED, by_user=admin_user, unknown_cost=777)
     task = refreshed(task)
     assert (task.status, task.cost_status, task.cost_micros) == ("failed", "settled", 777)

@@ -250,18 +250,8 @@ def test_heartbeats_without_text_end_as_stalled(make_task, scripted_worker, sett
 
 
 @pytest.mark.django_db
-def test_no_answer_after_the_request_was_sent_is_an_unknown_outcome(
-    make_task, scripted_worker, settings
-):
-    settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = 60
-
-    async def silent(request, clock):
-        await clock.sleep(61)
-        yield TextDelta("too late")
-
-    task = make_task()
-    run_all(scripted_worker(silent))
-    task.refresh_from_db()
+def test_no_answer_after_the_request_was_sent_is_an_unknown_outcome(unanswered_task):
+    task = unanswered_task
     assert task.status == "reconciliation_required"
     assert claim_next_task("w") is None  # never silently retried
 

@@ -9,6 +9,31 @@ from django.utils import timezone
 from reports.models import Attempt, Task
 from tests.conftest import make_submission
 
+# Two attempts of one task: a 429 after 0.3 s, then a success from 2.3 s to 3.2 s.
+RETRIED = [
+    {
+        "status": "retry_scheduled",
+        "error_type": "rate_limited",
+        "start_s": 0.1,
+        "end_s": 0.3,
+        "stage_ms": {"parse": 2.0, "prepare": 1.0, "generate": 150.0},
+    },
+    {
+        "status": "succeeded",
+        "start_s": 2.3,
+        "end_s": 3.2,
+        "first_text_ms": 400.0,
+        "stage_ms": {
+            "parse": 2.0,
+            "prepare": 1.0,
+            "generate": 800.0,
+            "validate": 1.0,
+            "render": 3.0,
+            "save": 2.0,
+        },
+    },
+]
+
 
 def ended_task(
     owner,

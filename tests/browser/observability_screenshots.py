@@ -9,16 +9,14 @@ retried task) and compare.png (a normal, a slow and a failed task side by side).
 
 from __future__ import annotations
 
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import Page
 
-from tests.browser.screenshots import status_is, submit
-from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, ROOT, USERS, LiveServer
+from tests.browser.screenshots import alice_page, status_is, submit
+from tests.browser.server import ROOT
 
 VIEWPORT = {"width": 1280, "height": 900}
 TERMINAL = {"succeeded", "failed", "cancelled", "reconciliation_required"}
@@ -40,59 +38,45 @@ def wait_until_ended(page: Page, ids: list[str], timeout_s: float = 180) -> None
 
 def take(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    data_dir = Path(tempfile.mkdtemp(prefix="reportline-latency-screens-"))
-    server = LiveServer(
-        data_dir,
+    with alice_page(
+        "reportline-latency-screens-",
+        VIEWPORT,
         REPORTS_SIMULATED_TTFT_S=0.4,
         REPORTS_SIMULATED_TOKENS_PER_S=120,
         REPORTS_STALL_TIMEOUT_S=4,
-    ).start()
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            context = browser.new_context(base_url=server.url, viewport=VIEWPORT)
-            page = context.new_page()
-            page.goto("/accounts/login/")
-            page.fill("input[name=username]", "alice")  # alice is also staff in the demo
-            page.fill("input[name=password]", USERS["alice"])
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{server.url}/")
+    ) as (page, _server):
+        # The slow one runs while the others go through, one after another, each
+        # watched on its page so the browser's first text is measured too.
+        submit(page, scenario="slow")
+        slow = task_id(page)
+        ids = {"slow": slow}
+        for name, scenario in (
+            ("normal", "ok"),
+            ("retried", "rate_limited"),
+            ("failed", "error"),
+            ("stalled", "stall"),
+            ("ok2", "ok"),
+            ("ok3", "ok"),
+            ("ok4", "ok"),
+        ):
+            # Each its own instructions, so no task is answered by an earlier report.
+            submit(page, scenario=scenario, instructions=f"Report {name}.")
+            ids[name] = task_id(page)
+            status_is(page, "succeeded" if scenario in {"ok", "rate_limited"} else "failed")
+        wait_until_ended(page, list(ids.values()))
 
-            # The slow one runs while the others go through, one after another, each
-            # watched on its page so the browser's first text is measured too.
-            submit(page, scenario="slow")
-            slow = task_id(page)
-            ids = {"slow": slow}
-            for name, scenario in (
-                ("normal", "ok"),
-                ("retried", "rate_limited"),
-                ("failed", "error"),
-                ("stalled", "stall"),
-                ("ok2", "ok"),
-                ("ok3", "ok"),
-                ("ok4", "ok"),
-            ):
-                submit(page, scenario=scenario)
-                ids[name] = task_id(page)
-                status_is(page, "succeeded" if scenario in {"ok", "rate_limited"} else "failed")
-            wait_until_ended(page, list(ids.values()))
+        page.goto("/staff/latency/?window=1h")
+        page.screenshot(path=out / "latency.png", full_page=True)
 
-            page.goto("/staff/latency/?window=1h")
-            page.screenshot(path=out / "latency.png", full_page=True)
+        page.goto(f"/admin/reports/task/{ids['retried']}/change/")
+        page.locator("[data-waterfall]").scroll_into_view_if_needed()
+        page.locator("fieldset", has=page.locator("[data-waterfall]")).screenshot(
+            path=out / "waterfall.png"
+        )
 
-            page.goto(f"/admin/reports/task/{ids['retried']}/change/")
-            page.locator("[data-waterfall]").scroll_into_view_if_needed()
-            page.locator("fieldset", has=page.locator("[data-waterfall]")).screenshot(
-                path=out / "waterfall.png"
-            )
-
-            trio = "&".join(f"task={ids[n]}" for n in ("normal", "slow", "failed"))
-            page.goto(f"/admin/reports/task/compare/?{trio}")
-            page.screenshot(path=out / "compare.png", full_page=True)
-            browser.close()
-    finally:
-        server.stop()
-        shutil.rmtree(data_dir, ignore_errors=True)
+        trio = "&".join(f"task={ids[n]}" for n in ("normal", "slow", "failed"))
+        page.goto(f"/admin/reports/task/compare/?{trio}")
+        page.screenshot(path=out / "compare.png", full_page=True)
     for name in ("latency", "waterfall", "compare"):
         print(out / f"{name}.png")
 

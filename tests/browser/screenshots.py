@@ -11,6 +11,8 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from playwright.sync_api import Page, expect, sync_playwright
@@ -37,54 +39,62 @@ def status_is(page: Page, value: str) -> None:
     )
 
 
-def take(out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    data_dir = Path(tempfile.mkdtemp(prefix="reportline-screens-"))
-    server = LiveServer(
-        data_dir,
-        REPORTS_SIMULATED_TTFT_S=0.4,
-        REPORTS_SIMULATED_TOKENS_PER_S=40,
-    ).start()
+@contextmanager
+def alice_page(prefix: str, viewport: dict, **env) -> Iterator[tuple[Page, LiveServer]]:
+    """A Chromium page logged in as the demo user alice (also staff) on a fresh server
+    over a throwaway SQLite database; everything is removed afterwards."""
+    data_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    server = LiveServer(data_dir, **env).start()
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-            context = browser.new_context(base_url=server.url, viewport=VIEWPORT)
+            context = browser.new_context(base_url=server.url, viewport=viewport)
             page = context.new_page()
             page.goto("/accounts/login/")
             page.fill("input[name=username]", "alice")
             page.fill("input[name=password]", USERS["alice"])
             page.click("button[type=submit]")
             page.wait_for_url(f"{server.url}/")
-
-            # failed.png: the provider drops the connection after some text.
-            submit(page, scenario="error")
-            status_is(page, "failed")
-            page.screenshot(path=out / "failed.png", full_page=True)
-
-            # succeeded.png: the rendered report, with its download link.
-            submit(page, instructions="Focus on costs and on what cities should do first.")
-            expect(page.locator("[data-report-stream]")).not_to_be_empty(timeout=30_000)
-            streaming_url = page.url
-            status_is(page, "succeeded")
-            page.screenshot(path=out / "succeeded.png", full_page=True)
-
-            # streaming.png: text arriving, mid-report.
-            submit(page)
-            page.wait_for_function(
-                "() => document.querySelector('[data-report-stream]').textContent.length > 700"
-            )
-            page.screenshot(path=out / "streaming.png")
-
-            # upload.png: the form, with the list of reports below it.
-            page.goto("/")
-            page.set_input_files("input[name=files]", str(SAMPLE))
-            page.fill("textarea[name=instructions]", "Focus on costs and risks.")
-            expect(page.locator(f"a[href='{streaming_url.split(server.url)[1]}']")).to_be_visible()
-            page.screenshot(path=out / "upload.png", full_page=True)
+            yield page, server
             browser.close()
     finally:
         server.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def take(out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    with alice_page(
+        "reportline-screens-",
+        VIEWPORT,
+        REPORTS_SIMULATED_TTFT_S=0.4,
+        REPORTS_SIMULATED_TOKENS_PER_S=40,
+    ) as (page, server):
+        # failed.png: the provider drops the connection after some text.
+        submit(page, scenario="error")
+        status_is(page, "failed")
+        page.screenshot(path=out / "failed.png", full_page=True)
+
+        # succeeded.png: the rendered report, with its download link.
+        submit(page, instructions="Focus on costs and on what cities should do first.")
+        expect(page.locator("[data-report-stream]")).not_to_be_empty(timeout=30_000)
+        streaming_url = page.url
+        status_is(page, "succeeded")
+        page.screenshot(path=out / "succeeded.png", full_page=True)
+
+        # streaming.png: text arriving, mid-report.
+        submit(page)
+        page.wait_for_function(
+            "() => document.querySelector('[data-report-stream]').textContent.length > 700"
+        )
+        page.screenshot(path=out / "streaming.png")
+
+        # upload.png: the form, with the list of reports below it.
+        page.goto("/")
+        page.set_input_files("input[name=files]", str(SAMPLE))
+        page.fill("textarea[name=instructions]", "Focus on costs and risks.")
+        expect(page.locator(f"a[href='{streaming_url.split(server.url)[1]}']")).to_be_visible()
+        page.screenshot(path=out / "upload.png", full_page=True)
     for name in ("upload", "streaming", "succeeded", "failed"):
         print(out / f"{name}.png")
 

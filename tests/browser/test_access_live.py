@@ -16,16 +16,9 @@ from playwright.sync_api import APIRequestContext, Page, expect
 
 from tests.browser.conftest import _serve, upload
 from tests.browser.server import LiveServer
+from tests.conftest import TASK_ROUTES
 
 pytestmark = pytest.mark.browser
-
-ROUTES = [
-    ("get", "/api/tasks/{id}"),
-    ("get", "/api/tasks/{id}/events"),
-    ("get", "/api/tasks/{id}/result"),
-    ("post", "/api/tasks/{id}/cancel"),
-    ("post", "/api/tasks/{id}/timing"),
-]
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +66,7 @@ def test_bob_and_an_anonymous_client_are_refused_on_every_route(
     bob.goto("/")
     anonymous = browser.new_context(base_url=guarded_server.url)
     try:
-        for method, path in ROUTES:
+        for method, path in TASK_ROUTES:
             missing = call(bob.request, method, path.format(id=uuid.uuid4()), csrf_headers(bob))
             assert missing.status == 404
             foreign = call(bob.request, method, path.format(id=task_id), csrf_headers(bob))

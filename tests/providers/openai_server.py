@@ -128,7 +128,7 @@ class OpenAIServer:
             elif reply.status != 200:
                 await self._send_error(writer, reply)
             else:
-                await self._send_stream(reader, writer, reply, headers)
+                await self._send_stream(reader, writer, reply)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
@@ -154,7 +154,7 @@ class OpenAIServer:
         )
         await writer.drain()
 
-    async def _send_stream(self, reader, writer, reply: Reply, request_headers) -> None:
+    async def _send_stream(self, reader, writer, reply: Reply) -> None:
         chunk_id = f"chatcmpl-{self._count}"
         headers = {
             "content-type": "text/event-stream",

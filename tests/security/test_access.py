@@ -14,18 +14,10 @@ from django.core.management import call_command
 from django.test import Client
 
 from reports.models import ApiToken, Task
-from tests.conftest import run_all, submit, task_of, upload
+from tests.conftest import TASK_ROUTES, run_all, submit, task_of, upload
 from tests.test_uploads import assert_refused, snapshot
 
 pytestmark = pytest.mark.django_db
-
-ROUTES = [
-    ("get", "/api/tasks/{id}"),
-    ("get", "/api/tasks/{id}/events"),
-    ("get", "/api/tasks/{id}/result"),
-    ("post", "/api/tasks/{id}/cancel"),
-    ("post", "/api/tasks/{id}/timing"),
-]
 
 
 @pytest.fixture
@@ -41,7 +33,7 @@ def call(client: Client, method: str, path: str, **extra):
     return client.get(path, **extra)
 
 
-@pytest.mark.parametrize(("method", "path"), ROUTES)
+@pytest.mark.parametrize(("method", "path"), TASK_ROUTES)
 def test_bob_gets_exactly_the_answer_for_a_missing_task(
     finished_task, bob_client, bob, method, path
 ):
@@ -64,7 +56,7 @@ def test_bob_gets_exactly_the_answer_for_a_missing_task(
 
 
 @pytest.mark.parametrize(
-    ("method", "path"), [*ROUTES, ("get", "/api/tasks"), ("post", "/api/tasks")]
+    ("method", "path"), [*TASK_ROUTES, ("get", "/api/tasks"), ("post", "/api/tasks")]
 )
 def test_an_anonymous_client_is_401_on_every_api_route(finished_task, method, path):
     response = call(Client(), method, path.format(id=finished_task.pk))
