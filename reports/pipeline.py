@@ -16,17 +16,15 @@ from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async as db
 from django.conf import settings
-from django.db import transaction
 from django.db.models.functions import Coalesce, Now
 
-from reports import broadcast, budgets, chunk_writes, notify, rendering, storage, tracing
+from reports import attempt_end, broadcast, chunk_writes, notify, rendering, storage, tracing
 from reports.clock import Clock
 from reports.leases import Claim, LeaseLost
 from reports.logs import log_event
-from reports.models import TERMINAL, Attempt, Event, Status, Task, db_now_plus
+from reports.models import TERMINAL, Status, Task
 from reports.parsers.base import ParseError
 from reports.preparation import build_request, load_documents
-from reports.prompts import PROMPT_VERSION
 from reports.providers.base import (
     Completed,
     GenerationRequest,
@@ -47,13 +45,6 @@ FLUSH_CHARS = 400  # …or once this many characters are waiting
 FIRST_TEXT_UNCOALESCED_S = 0.15  # except for the first text's first moments (benchmark 1)
 _END = object()  # the provider's stream ended
 _WAKE = object()  # a stop was requested
-ATTEMPT_STATUS = {  # the task status an attempt ends in → the attempt's own outcome
-    Status.QUEUED: Attempt.Outcome.RETRY_SCHEDULED,
-    Status.SUCCEEDED: Attempt.Outcome.SUCCEEDED,
-    Status.FAILED: Attempt.Outcome.FAILED,
-    Status.CANCELLED: Attempt.Outcome.CANCELLED,
-    Status.RECONCILIATION_REQUIRED: Attempt.Outcome.RECONCILIATION_REQUIRED,
-}
 # PostgreSQL refuses NUL in text and JSON, and no database stores a lone surrogate (a broken
 # server can send one as a JSON escape): the model's output drops NUL and shows U+FFFD.
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -364,113 +355,13 @@ class AttemptRun:
 
     async def _end(self, outcome: Outcome, **task_fields) -> None:
         """Write the attempt's end and the task's new status in one transaction."""
-        event = await db(self._write_end)(outcome, task_fields)
+        event = await db(attempt_end.write_end)(self, outcome, task_fields)
         if event is None:
             raise LeaseLost(self.task_id)
         await broadcast.publish([event])
-        self._log_end(outcome)
+        attempt_end.log_end(self, outcome)
         if outcome.status in TERMINAL:
             await db(log_task_ended)(self.task_id)
-
-    def _log_end(self, outcome: Outcome) -> None:
-        usage = {
-            "input_tokens": self.usage.input_tokens,
-            "output_tokens": self.usage.output_tokens,
-            "cached_tokens": self.usage.cached_tokens,
-            "usage_source": self.usage.source,
-        }
-        log_event(
-            log,
-            "attempt.ended",
-            attempt=self.claim.number,
-            status=ATTEMPT_STATUS[outcome.status],
-            task_status=outcome.status,
-            error_type=outcome.error_type or None,
-            retry_after_s=outcome.retry_after_s,
-            first_text_ms=self.first_text_ms,
-            duration_ms=round((self.clock.monotonic() - self.started) * 1000, 1),
-            stage_ms=self.stage_ms,
-            **usage,
-            model=settings.REPORTS_MODEL,
-            prompt_version=PROMPT_VERSION,
-            provider_request_id=self.request_id or None,
-        )
-        tracing.annotate(
-            **{"reportline.status": outcome.status, "reportline.error_type": outcome.error_type},
-            **{f"gen_ai.usage.{k}": v for k, v in usage.items() if k.endswith("tokens")},
-        )
-
-    def _write_end(self, outcome: Outcome, task_fields: dict) -> Event | None:
-        text = "".join(self.text)
-        partial = bool(text)
-        attempt_status = ATTEMPT_STATUS[outcome.status]
-        if outcome.status == Status.SUCCEEDED:
-            event = ("succeeded", {"result_id": str(task_fields["result_id"])})
-        elif outcome.status == Status.QUEUED:
-            event = (
-                "status",
-                {
-                    "status": Status.QUEUED,
-                    "retry_after_s": outcome.retry_after_s,
-                    "reason": outcome.error_type,
-                },
-            )
-            task_fields["not_before"] = db_now_plus(outcome.retry_after_s or 0)
-        elif outcome.status == Status.CANCELLED:
-            event = ("cancelled", {"partial": partial})
-        elif outcome.status == Status.FAILED:
-            event = (
-                "failed",
-                {"error_type": outcome.error_type, "partial": partial, "message": outcome.message},
-            )
-        else:
-            event = (outcome.status, {"partial": partial, "message": outcome.message})
-        if outcome.status != Status.QUEUED:
-            task_fields.setdefault("error_type", outcome.error_type)
-            task_fields.setdefault("error_message", outcome.message)
-        with transaction.atomic():
-            written = Task.objects.transition(
-                self.task_id,
-                self.status,
-                outcome.status,
-                expect_epoch=self.claim.epoch,
-                event=event,
-                **task_fields,
-            )
-            if written is None:
-                return None
-            Attempt.objects.filter(pk=self.claim.attempt_id).update(
-                status=attempt_status,
-                error_type=outcome.error_type,
-                error_message=outcome.message,
-                retry_after_s=outcome.retry_after_s,
-                ended_at=Now(),
-                text=text,
-                first_text_ms=self.first_text_ms,
-                stage_ms=self.stage_ms,
-                input_tokens=self.usage.input_tokens,
-                output_tokens=self.usage.output_tokens,
-                cached_tokens=self.usage.cached_tokens,
-                usage_source=self.usage.source,
-                provider_request_id=self.request_id,
-                cost_micros=budgets.attempt_cost_of(
-                    self.task_id, self.usage, billed_nothing=self._billed_nothing(outcome)
-                ),
-            )
-            if outcome.status in TERMINAL:
-                budgets.task_ended(self.task_id)
-            return written
-
-    def _billed_nothing(self, outcome: Outcome) -> bool:
-        """Whether the provider certainly billed this attempt nothing: it was never called,
-        or it refused the request before answering (budgets.REFUSALS)."""
-        if "generate" not in self.stage_ms:
-            return True
-        return (
-            not self._answered
-            and outcome.status != Status.RECONCILIATION_REQUIRED
-            and outcome.error_type in budgets.REFUSALS
-        )
 
     def _timed(self, stage: str):
         return _StageTimer(self, stage)
