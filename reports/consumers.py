@@ -165,7 +165,15 @@ def live_message(task: Task, events: Sequence[Event], last_seq: int) -> tuple[st
     if latest_status is not None:
         parts.append(status_fragment(task, latest_status))
         if latest_status["status"] in TERMINAL:
-            task.refresh_from_db(fields=["report_html", "cancel_requested_at"])
+            task.refresh_from_db(
+                fields=[
+                    "report_html",
+                    "cancel_requested_at",
+                    "cost_status",
+                    "reserved_micros",
+                    "cost_micros",
+                ]
+            )
             parts.append(outcome_fragments(task, latest_status))
     return "".join(parts), latest_status
 
@@ -186,7 +194,7 @@ def outcome_fragments(task: Task, status_data: dict) -> str:
     context = {"task": task, "oob": True, **presentation.outcome_context(task, status_data)}
     return "".join(
         render_to_string(f"{TEMPLATE}#{name}", context)
-        for name in ("actions", "incomplete", "report")
+        for name in ("actions", "incomplete", "report", "cost")
     )
 
 

@@ -297,6 +297,7 @@ def outcome_context(task: Task, status_data: dict) -> dict[str, Any]:
         "incomplete": incomplete_context(status, status_data),
         "report_html": task.report_html if succeeded else "",
         "late_cancel": succeeded and task.cancel_requested_at is not None,
+        "cost": cost_words(task),  # settled in the same transaction as the end
     }
 
 

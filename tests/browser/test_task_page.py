@@ -39,6 +39,7 @@ def test_text_streams_then_the_report_is_rendered_once_it_succeeded(
     early = wait_for_text(page, 40)
     assert early.startswith("# ")
     assert page.locator(STATUS).get_attribute("data-task-status") == "running"
+    expect(page.locator("[data-cost]")).to_have_attribute("data-cost", "reserved")
     expect(page.locator("[data-report-rendered]")).to_be_hidden()
     expect(page.locator("a[data-download]")).to_have_count(0)
     expect(page.locator("[data-incomplete]")).to_be_hidden()
@@ -56,6 +57,9 @@ def test_text_streams_then_the_report_is_rendered_once_it_succeeded(
     expect(page.locator("[data-report-stream]")).to_be_hidden()
     expect(page.locator("[data-incomplete]")).to_be_hidden()
     expect(page.locator("[data-action=cancel]")).to_have_count(0)
+    # The money line follows too: what the report cost, no longer what it holds.
+    expect(page.locator("[data-cost]")).to_have_attribute("data-cost", "settled")
+    expect(page.locator("[data-cost]")).to_contain_text("cost $")
 
     report = download(page)
     assert report.startswith("# ")
