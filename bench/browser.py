@@ -54,3 +54,14 @@ def logged_in(browser, base_url: str, cookie: str):
     context.add_cookies([{"name": "sessionid", "value": cookie, "domain": host, "path": "/"}])
     context.add_init_script(MARKS)
     return context
+
+
+def ask_for_a_fresh_report(page) -> None:
+    """Add fresh=1 to the upload form: a new task even when an earlier report would do."""
+    page.evaluate(
+        """() => {
+            const field = document.createElement("input");
+            Object.assign(field, {type: "hidden", name: "fresh", value: "1"});
+            document.querySelector("form[data-upload]").append(field);
+        }"""
+    )

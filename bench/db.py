@@ -21,6 +21,8 @@ def prepare() -> dict:
 
     from reports.models import ApiToken
 
+    if connection.vendor == "postgresql":
+        create_database(connection)
     call_command("migrate", verbosity=0)
     if connection.vendor == "postgresql":
         call_command("flush", interactive=False, verbosity=0)  # a clean slate every run
@@ -28,6 +30,18 @@ def prepare() -> dict:
     client = Client()
     client.force_login(user)
     return {"cookie": client.cookies["sessionid"].value, "token": ApiToken.objects.issue(user)}
+
+
+def create_database(connection) -> None:
+    """Create the scale-out layout's PostgreSQL database on first use."""
+    import psycopg
+    from psycopg import sql
+
+    name = connection.settings_dict["NAME"]
+    params = {**connection.get_connection_params(), "dbname": "postgres"}
+    with psycopg.connect(**params, autocommit=True) as admin:
+        if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
 def collect(task_ids: list[str]) -> dict:

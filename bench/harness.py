@@ -196,6 +196,10 @@ class Layout:
             "REPORTS_DATA_DIR": str(self.data_dir),
             "REPORTS_LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
+            # One user submits every stream at once: lift the per-user creation limit and
+            # the budget, which would otherwise refuse all but the first few dozen.
+            "REPORTS_USER_RATE_LIMIT": "100000",
+            "REPORTS_DEFAULT_BUDGET_USD": "100000",
             **self.env,
             **{key: str(value) for key, value in extra.items()},
         }

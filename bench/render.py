@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from bench.browser import chromium, logged_in
+from bench.browser import ask_for_a_fresh_report, chromium, logged_in
 from bench.harness import SAMPLE, Layout, Results, serve
 
 LONG_TASKS = """
@@ -78,6 +78,7 @@ def main() -> None:
 
             page.goto(f"{app.url}/")
             page.set_input_files("input[type=file][name=files]", str(SAMPLE))
+            ask_for_a_fresh_report(page)
 
             def submit():
                 page.click("[data-upload-submit]")

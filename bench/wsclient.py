@@ -52,6 +52,8 @@ def submit(base_url: str, token: str, path: str) -> str:
             "Content-Type: text/markdown\r\n\r\n"
         ).encode()
         + document
+        # The same document for every stream: each must be written, not the earlier report.
+        + f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="fresh"\r\n\r\n1'.encode()
         + f"\r\n--{boundary}--\r\n".encode()
     )
     request = urllib.request.Request(

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
+from bench.browser import ask_for_a_fresh_report
 from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, USERS, LiveServer
 from tests.conftest import SAMPLE
 
@@ -172,17 +173,6 @@ def open_page(browser, _sessions, problems) -> Iterator[Callable[..., Page]]:
     for context in contexts:
         context.close()
     assert problems.unexpected() == []
-
-
-def ask_for_a_fresh_report(page: Page) -> None:
-    """Add fresh=1 to the upload form: a new task even when an earlier report would do."""
-    page.evaluate(
-        """() => {
-            const field = document.createElement("input");
-            Object.assign(field, {type: "hidden", name: "fresh", value: "1"});
-            document.querySelector("form[data-upload]").append(field);
-        }"""
-    )
 
 
 def upload(
