@@ -15,6 +15,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import cached_property
 from pathlib import PurePath
 
 from django.conf import settings
@@ -52,7 +53,7 @@ class Upload:
     extension: str
     data: bytes
 
-    @property
+    @cached_property  # an upload may be 10 MB: hash it once
     def sha256(self) -> str:
         return hashlib.sha256(self.data).hexdigest()
 
@@ -65,7 +66,7 @@ class Submission:
     idempotency_key: str | None
     fresh: bool = False  # write a new report even when an earlier one would do
 
-    @property
+    @cached_property  # read by reuse, replay and create: the whole request hashed once
     def fingerprint(self) -> str:
         """Return the digest of what an idempotency key is bound to (SPEC §3)."""
         digest = hashlib.sha256()
