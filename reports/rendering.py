@@ -50,10 +50,11 @@ def is_safe_link(url: str) -> bool:
     return scheme is None or scheme in ALLOWED_SCHEMES
 
 
-def is_same_origin(url: str) -> bool:
-    """Is this a relative URL that stays on our host (no scheme, no `//host`)?"""
+def is_own_path(url: str) -> bool:
+    """Is this an absolute path on our host: `/…`, with no scheme and no `//host`?"""
     # Browsers read a backslash as a slash, so "/\evil.example" is a foreign host too.
-    return _scheme(url) is None and not re.match(r"^[/\\]{2}", _plain_url(url))
+    plain = _plain_url(url)
+    return _scheme(url) is None and plain.startswith("/") and not re.match(r"^[/\\]{2}", plain)
 
 
 def _render_link_open(
@@ -69,7 +70,7 @@ def _render_image(
     token = tokens[idx]
     alt = self.renderInlineAsText(token.children or [], options, env)
     src = str(token.attrGet("src") or "")
-    if not src or not is_same_origin(src):
+    if not is_own_path(src):
         # A foreign image would leak the reader's address to its host: show its alt text.
         return escape(alt)
     token.attrSet("alt", alt)
