@@ -31,7 +31,7 @@ from reports import submissions  # noqa: E402
 from reports.clock import FakeClock  # noqa: E402
 from reports.models import Task, TaskEvent  # noqa: E402
 from reports.providers.base import Completed, Provider, TextDelta, Usage  # noqa: E402
-from reports.worker import Supervisor  # noqa: E402
+from reports.worker.supervisor import Supervisor  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sample_article.md"
 

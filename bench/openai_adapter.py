@@ -24,7 +24,6 @@ import django
 
 django.setup()
 
-from reports.prompts import build_messages, fit_to_context  # noqa: E402
 from reports.providers.base import (  # noqa: E402
     GenerationRequest,
     Heartbeat,
@@ -32,6 +31,7 @@ from reports.providers.base import (  # noqa: E402
     TextDelta,
 )
 from reports.providers.openai import OpenAIProvider  # noqa: E402
+from reports.providers.prompts import build_messages, fit_to_context  # noqa: E402
 from tests.providers.openai_server import OpenAIServer, Reply  # noqa: E402
 
 RUNS = 50

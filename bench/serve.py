@@ -85,8 +85,8 @@ def run_server(server: str, app, port: int) -> None:
 
 
 def instrument(*, per_token: bool, report_chars: int) -> None:
-    from reports import pipeline
     from reports.providers.simulated import SimulatedProvider
+    from reports.worker import pipeline
 
     if per_token:
         pipeline.FLUSH_CHARS = 1  # every delta waits for nothing: one event per token

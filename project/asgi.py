@@ -19,8 +19,8 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from reports import worker  # noqa: E402
 from reports.routing import websocket_urlpatterns  # noqa: E402
+from reports.worker import supervisor  # noqa: E402
 
 
 class StartsEmbeddedWorker:
@@ -30,7 +30,7 @@ class StartsEmbeddedWorker:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        worker.start_embedded()
+        supervisor.start_embedded()
         return await self.app(scope, receive, send)
 
 
@@ -39,7 +39,7 @@ def _start_with_daphne() -> None:
         from twisted.internet import reactor
 
         # callLater: run inside the asyncio loop, once it is running.
-        reactor.callWhenRunning(lambda: reactor.callLater(0, worker.start_embedded))
+        reactor.callWhenRunning(lambda: reactor.callLater(0, supervisor.start_embedded))
 
 
 _start_with_daphne()

@@ -86,7 +86,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
-MIDDLEWARE.insert(0, "reports.middleware.RequestContextMiddleware")  # request id, version
+# request id, version
+MIDDLEWARE.insert(0, "reports.observability.middleware.RequestContextMiddleware")
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"
@@ -175,11 +176,11 @@ SECURE_CSP = {
     "frame-ancestors": [CSP.NONE],
 }
 
-# One JSON object a line (reports/logs.py; the fields are listed in docs/observability.md).
+# One JSON object a line (reports/observability/logs.py; fields in docs/observability.md).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "reports.logs.JsonFormatter"}},
+    "formatters": {"json": {"()": "reports.observability.logs.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "loggers": {
         "reports": {"handlers": ["console"], "level": env_str("REPORTS_LOG_LEVEL", "INFO")},
@@ -254,7 +255,7 @@ REPORTS_PROVIDERS["openai"] = {
         "connect_timeout_s": env_number("REPORTS_PROVIDER_CONNECT_TIMEOUT_S", 10, minimum=0.01),
     },
 }
-# The model's context window in tokens: input (cut to fit, see reports/prompts.py) plus
+# The model's context window in tokens: input (cut to fit, see reports/providers/prompts.py) plus
 # the output cap must fit in it.
 REPORTS_CONTEXT_TOKENS = env_int("REPORTS_CONTEXT_TOKENS", 128_000, minimum=1)
 if REPORTS_CONTEXT_TOKENS < REPORTS_MAX_OUTPUT_TOKENS + 2_000:

@@ -8,5 +8,4 @@ urlpatterns = [
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("reports.urls")),
-    path("", include("reports.page_urls")),
 ]

@@ -1,38 +1,26 @@
-"""The JSON API and the SSE event stream of SPEC §3."""
+"""The JSON API of docs/api.md (its event stream is `reports.streaming.sse`)."""
 
 from __future__ import annotations
 
 import json
 import math
 
-from asgiref.sync import sync_to_async
 from django.http import (
     FileResponse,
     HttpRequest,
     HttpResponse,
     JsonResponse,
-    StreamingHttpResponse,
 )
 from django.http.request import RawPostDataException
 from django.urls import reverse
 
-from reports import storage, submissions, tracing
-from reports.auth import NOT_FOUND, ApiError, api_view, authenticate
-from reports.leases import attempt_text
-from reports.models import Status, Task
-from reports.streaming import Follower
+from reports import lifecycle, storage, submissions
+from reports.auth import ApiError, api_view, owned_task
+from reports.models import Status, Task, TaskEvent
+from reports.observability import tracing
 
 PAGE_SIZE = 50
-KEEPALIVE_S = 15.0
 INCOMPLETE = {Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
-
-
-def owned_task(user, task_id: str) -> Task:
-    """Return the caller's task, or raise the same 404 as for a task that does not exist."""
-    task = Task.objects.owned(user, task_id)
-    if task is None:
-        raise ApiError(*NOT_FOUND)
-    return task
 
 
 def current_text(task: Task) -> str:
@@ -42,7 +30,7 @@ def current_text(task: Task) -> str:
         return ""
     if attempt.ended_at is not None:
         return attempt.text
-    return attempt_text(task.pk, attempt.number)
+    return TaskEvent.objects.attempt_text(task.pk, attempt.number)
 
 
 def task_body(task: Task) -> dict:
@@ -153,7 +141,7 @@ def task_detail(request: HttpRequest, user, task_id) -> JsonResponse:
 @api_view({"POST"})
 def cancel(request: HttpRequest, user, task_id) -> JsonResponse:
     task = owned_task(user, task_id)
-    if not task.request_cancel():
+    if not lifecycle.cancel_task(task):
         raise ApiError(409, "task_finished", f"The task already ended: {task.status}.")
     task.refresh_from_db()
     return JsonResponse(task_body(task), status=202)
@@ -193,51 +181,3 @@ def timing(request: HttpRequest, user, task_id) -> HttpResponse:
         frontend_first_text_ms=value
     )
     return HttpResponse(status=204)
-
-
-# --- SSE ----------------------------------------------------------------------------------
-
-
-def resume_point(request: HttpRequest) -> int:
-    """Return the seq to resume after; Last-Event-ID wins over ?after=."""
-    raw = request.headers.get("Last-Event-ID")
-    if raw is None:
-        raw = request.GET.get("after", "0")
-    if not raw.isdigit() or not raw.isascii():
-        raise ApiError(400, "invalid_request", "The resume point must be a non-negative integer.")
-    return int(raw)
-
-
-def _authorise_events(request: HttpRequest, task_id) -> tuple[Task, int]:
-    user = authenticate(request)
-    return owned_task(user, task_id), resume_point(request)
-
-
-async def events(request: HttpRequest, task_id) -> HttpResponse:
-    if request.method != "GET":
-        return ApiError(405, "method_not_allowed", "Use GET.", {"Allow": "GET"}).response()
-    try:
-        task, after = await sync_to_async(_authorise_events)(request, task_id)
-    except ApiError as exc:
-        return exc.response()
-    response = StreamingHttpResponse(
-        sse_stream(task.pk, after), content_type="text/event-stream; charset=utf-8"
-    )
-    response["Cache-Control"] = "no-cache"
-    response["X-Accel-Buffering"] = "no"
-    return response
-
-
-async def sse_stream(task_id, after: int):
-    idle = 0.0
-    async with Follower(task_id, after) as follower:
-        async for event in follower.events():
-            if event is None:
-                idle += follower.idle_s
-                if idle >= KEEPALIVE_S:
-                    idle = 0.0
-                    yield b": ping\n\n"
-                continue
-            idle = 0.0
-            data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-            yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()

@@ -11,7 +11,7 @@ class ReportsConfig(AppConfig):
 
         if settings.REPORTS_OTEL:
             try:
-                import reports.otel  # noqa: F401 (fail at start-up, not at the first span)
+                import reports.observability.otel  # noqa: F401 (fail at start-up, not at the first span)
             except ImportError as exc:
                 raise ImproperlyConfigured(
                     "REPORTS_OTEL is on but OpenTelemetry is not installed: "

@@ -13,7 +13,7 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
 from reports import upload_limits
-from reports.models import ApiToken
+from reports.models import ApiToken, Task
 from reports.upload_limits import MB
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -134,3 +134,11 @@ def api_view(methods: set[str]) -> Callable:
         return wrapper
 
     return decorate
+
+
+def owned_task(user, task_id: str) -> Task:
+    """Return the caller's task, or raise the same 404 as for a task that does not exist."""
+    task = Task.objects.owned(user, task_id)
+    if task is None:
+        raise ApiError(*NOT_FOUND)
+    return task

@@ -90,7 +90,7 @@ def input_estimate_tokens(input_bytes: int, instructions: str) -> int:
     """Return the most input tokens a task may send: see BYTES_PER_TOKEN.
 
     Never more than the model's context leaves after the output cap: longer input is cut
-    to that before it is sent (reports/prompts.py).
+    to that before it is sent (reports/providers/prompts.py).
     """
     size = input_bytes + len(instructions.encode())
     estimate = -(-size // BYTES_PER_TOKEN) + PROMPT_TOKENS
@@ -156,7 +156,7 @@ def attempt_cost_of(task_id, usage, *, billed_nothing: bool) -> int | None:
     return attempt_cost(model, usage, billed_nothing=billed_nothing)
 
 
-def task_ended(task_id) -> str | None:
+def settle_task(task_id) -> str | None:
     """Settle or release the reservation of a task that just ended; return its cost status.
 
     When any attempt's cost is unknown, the reservation stays held and the task waits in

@@ -173,7 +173,7 @@ def status_context(task: Task, data: dict, *, has_text: bool = False) -> dict[st
 
 
 def _queued_detail(task: Task, data: dict, attempt: int) -> str:
-    position = task.place_in_line()
+    position = task.queue_position()
     wait = estimated_wait_s(task.lane, position)
     line = "next in line" if position == 1 else f"{ordinal(position)} in line"
     line += f", estimated wait {duration_words(wait)}" if wait is not None else ""
@@ -324,7 +324,7 @@ def home_rows(user, limit: int = 50) -> list[dict[str, Any]]:
     for task in tasks:
         detail = ""
         if task.status == Status.QUEUED:
-            detail = f"{ordinal(task.place_in_line())} in line"
+            detail = f"{ordinal(task.queue_position())} in line"
         elif task.status == Status.RUNNING:
             detail = f"attempt {task.attempt_count}"
         elif task.status == Status.FAILED:

@@ -1,4 +1,4 @@
-"""An administrator's resolution of a task whose provider outcome is unknown (SPEC §2).
+"""An administrator's resolution of a task whose provider outcome is unknown (docs/lifecycle.md).
 
 `TRANSITIONS` deliberately has no way out of `reconciliation_required`; this module is
 the one door, and only the admin's actions call it.
@@ -6,16 +6,10 @@ the one door, and only the admin's actions call it.
 
 from __future__ import annotations
 
-from functools import partial
-
 from django.conf import settings
-from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Now
 
-from reports import broadcast, budgets
-from reports.leases import attempt_text
-from reports.models import ADMIN_RESOLUTIONS, Attempt, Event, Status, Task, _write_event
+from reports import lifecycle
+from reports.models import ADMIN_RESOLUTIONS, Attempt, ErrorType, Event, Status, Task, TaskEvent
 
 FAILED_MESSAGE = "Resolved by an administrator: the provider call is taken as failed."
 
@@ -46,7 +40,7 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
     provider's records say it cost ("mark settled").
 
     `succeeded` is listed in `ADMIN_RESOLUTIONS` but is refused here: success means a
-    report that passed validation and was saved (SPEC §2), and a task stuck in
+    report that passed validation and was saved (docs/lifecycle.md), and a task stuck in
     reconciliation has no validated, saved file, so nothing could honestly be shown or
     downloaded as its result.
     """
@@ -72,39 +66,32 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
                 f"REPORTS_MAX_ATTEMPTS={settings.REPORTS_MAX_ATTEMPTS} attempts; raise the "
                 "setting to run it again, or mark it failed."
             )
-        fields = {
-            "error_type": "",
-            "error_message": "",
-            "lease_expires_at": None,
-            "not_before": None,
-            "finished_at": None,
-        }
-        event = ("status", {"status": Status.QUEUED, "resolved_by": resolved_by})
-    else:
-        error_type = task.error_type or "provider_error"
-        fields = {"error_type": error_type, "error_message": FAILED_MESSAGE, "finished_at": Now()}
-        event = (
-            Status.FAILED,
-            {
-                "error_type": error_type,
-                "partial": _last_attempt_has_text(task),
-                "message": FAILED_MESSAGE,
-                "resolved_by": resolved_by,
-            },
+        return lifecycle.requeue_task(
+            task.pk,
+            Status.RECONCILIATION_REQUIRED,
+            {"resolved_by": resolved_by},
+            resolution=True,
+            error_type="",
+            error_message="",
+            not_before=None,
+            finished_at=None,
         )
-    with transaction.atomic():
-        changed = Task.objects.filter(pk=task.pk, status=Status.RECONCILIATION_REQUIRED).update(
-            status=to, last_seq=F("last_seq") + 1, **fields
-        )
-        if changed != 1:
-            return None
-        written = _write_event(task.pk, *event)
-        if to == Status.QUEUED:
-            budgets.hold_again(task.pk)
-        else:
-            budgets.settle_pending(task.pk, unknown_cost)
-        transaction.on_commit(partial(broadcast.publish_sync, [written]))
-    return written
+    error_type = task.error_type or ErrorType.PROVIDER_ERROR
+    return lifecycle.end_task(
+        task.pk,
+        Status.RECONCILIATION_REQUIRED,
+        Status.FAILED,
+        {
+            "error_type": error_type,
+            "partial": _last_attempt_has_text(task),
+            "message": FAILED_MESSAGE,
+            "resolved_by": resolved_by,
+        },
+        resolution=True,
+        unknown_cost=unknown_cost,
+        error_type=error_type,
+        error_message=FAILED_MESSAGE,
+    )
 
 
 def _last_attempt_has_text(task: Task) -> bool:
@@ -115,4 +102,4 @@ def _last_attempt_has_text(task: Task) -> bool:
     )
     # The attempt's text is copied from its delta events when the attempt ends; read
     # the events too in case it ended some other way.
-    return bool(text) or bool(attempt_text(task.pk, task.attempt_count))
+    return bool(text) or bool(TaskEvent.objects.attempt_text(task.pk, task.attempt_count))

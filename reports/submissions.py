@@ -22,13 +22,14 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from reports import budgets, logs, notify, storage, task_logs, tracing, wakeups
+from reports import budgets, storage, wakeups
 from reports.auth import MB, ApiError, raise_if_upload_stopped
 from reports.models import CostStatus, Document, Lane, Status, Task
+from reports.observability import logs, task_logs, tracing
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
 from reports.parsers.base import InvalidContent, UnsupportedContent
-from reports.prompts import PROMPT_VERSION
 from reports.providers import SCENARIOS
+from reports.providers.prompts import PROMPT_VERSION
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 log = logging.getLogger(__name__)
@@ -188,7 +189,7 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     except BaseException:
         storage.delete_uploads(names)
         raise
-    transaction.on_commit(lambda: notify.notify(notify.NEW_TASK))
+    transaction.on_commit(lambda: wakeups.notify(wakeups.NEW_TASK))
     logs.log_event(
         log,
         "task.admitted",

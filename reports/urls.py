@@ -1,16 +1,23 @@
 from django.urls import path
 
-from reports import api, ops
+from reports import api, views
+from reports.observability import views as observability_views
+from reports.streaming import sse
 
 urlpatterns = [
+    # pages
+    path("", views.home, name="home"),
+    path("tasks/<uuid:task_id>/", views.task, name="task"),
+    path("tasks/<uuid:task_id>/fresh/", views.fresh, name="task-fresh"),
+    # the JSON API and the event stream (docs/api.md)
     path("api/tasks", api.tasks, name="api-tasks"),
     path("api/tasks/<str:task_id>", api.task_detail, name="api-task"),
-    path("api/tasks/<str:task_id>/events", api.events, name="api-task-events"),
+    path("api/tasks/<str:task_id>/events", sse.events, name="api-task-events"),
     path("api/tasks/<str:task_id>/cancel", api.cancel, name="api-task-cancel"),
     path("api/tasks/<str:task_id>/result", api.result, name="api-task-result"),
     path("api/tasks/<str:task_id>/timing", api.timing, name="api-task-timing"),
     # observability (docs/observability.md)
-    path("version", ops.version, name="version"),
-    path("metrics", ops.metrics_view, name="metrics"),
-    path("staff/latency/", ops.latency_page, name="staff-latency"),
+    path("version", observability_views.version, name="version"),
+    path("metrics", observability_views.metrics_view, name="metrics"),
+    path("staff/latency/", observability_views.latency_page, name="staff-latency"),
 ]

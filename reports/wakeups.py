@@ -1,19 +1,53 @@
-"""Wake idle workers in other processes when a task is queued: PostgreSQL LISTEN/NOTIFY.
+"""Wake-ups: a cancel reaches its runner, and a new task an idle supervisor, at once.
 
-Polling every `REPORTS_POLL_S` stays as the fallback (and is all SQLite has; there the
-embedded worker is woken in-process by `reports.notify`).
+In one process, `notify` calls the listener a runner or supervisor `subscribe`d on its
+event loop (from any thread). Across processes on PostgreSQL, `announce_new_task`
+sends a NOTIFY that `listen` hears; polling every `REPORTS_POLL_S` stays the fallback
+(and is all SQLite has). A runner in another process learns of a cancel at its next
+lease renewal instead.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Callable
 
 from django.db import connection, connections
 
+NEW_TASK = "new-task"
 CHANNEL = "reportline_tasks"
 log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_listeners: dict[str, tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = {}
+
+
+# --- in this process ----------------------------------------------------------------------
+
+
+def subscribe(key, callback: Callable[[], None]) -> None:
+    """Call `callback` on the running loop whenever `key` is notified."""
+    with _lock:
+        _listeners[str(key)] = (asyncio.get_running_loop(), callback)
+
+
+def unsubscribe(key) -> None:
+    with _lock:
+        _listeners.pop(str(key), None)
+
+
+def notify(key) -> None:
+    with _lock:
+        found = _listeners.get(str(key))
+    if found is not None:
+        loop, callback = found
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(callback)
+
+
+# --- across processes (PostgreSQL LISTEN/NOTIFY) -------------------------------------------
 
 
 def announce_new_task() -> None:

@@ -17,7 +17,7 @@ from django.utils.crypto import get_random_string
 
 from reports import storage
 from reports.models import Document, Status, Task
-from tests.conftest import SAMPLE, run_all, submit, task_of, upload
+from tests.helpers import SAMPLE, run_all, submit, task_of, upload
 
 pytestmark = pytest.mark.django_db
 

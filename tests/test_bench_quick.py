@@ -11,7 +11,7 @@ from django.db import connection
 
 from bench.fanout import lossless, run_app
 from bench.harness import Layout
-from tests.test_worker_process import database_url
+from tests.helpers import database_url
 
 pytestmark = pytest.mark.bench
 STREAMS = 4

@@ -9,7 +9,7 @@ from django.test import Client
 
 from reports import budgets
 from reports.models import Budget, Document, Task
-from tests.conftest import SAMPLE, run_all, submit, upload
+from tests.helpers import SAMPLE, run_all, submit, upload
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

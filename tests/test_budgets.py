@@ -7,13 +7,13 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from reports import budgets, storage
-from reports.leases import claim_next_task, reap_expired_leases
+from reports import budgets, lifecycle, storage
 from reports.models import Attempt, Budget, Document, Status, Task
-from reports.prompts import PROMPT_VERSION
 from reports.providers.base import Completed, ProviderError, Retry, TextDelta, Usage
+from reports.providers.prompts import PROMPT_VERSION
 from reports.reconciliation import resolve_reconciliation
-from tests.conftest import SAMPLE, run_all, submit, task_of, upload, whole_report
+from reports.worker.leases import claim_next_task, reap_expired_leases
+from tests.helpers import SAMPLE, run_all, submit, task_of, upload, whole_report
 from tests.parsers import samples
 
 pytestmark = pytest.mark.django_db
@@ -202,7 +202,7 @@ async def test_a_cancel_while_streaming_without_usage_waits_for_reconciliation(
     worker = scripted_worker(endless)
     assert await worker.claim_and_start()
     await streaming.wait()
-    assert await sync_to_async(lambda: Task.objects.get(pk=task.pk).request_cancel())()
+    assert await sync_to_async(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
     await worker.drain()
     task = await sync_to_async(refreshed)(task)
     assert (task.status, task.cost_status) == ("cancelled", "pending_reconciliation")

@@ -13,11 +13,12 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
-from reports import leases, storage
+from reports import lifecycle, storage
 from reports.clock import FakeClock
 from reports.models import TERMINAL, TRANSITIONS, Attempt, Budget, Task, TaskEvent
-from reports.pipeline import AttemptRun
-from tests.conftest import REPORT, ScriptedProvider, make_submission
+from reports.worker import leases
+from reports.worker.pipeline import AttemptRun
+from tests.helpers import REPORT, ScriptedProvider, make_submission
 
 LONG_AGO = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
@@ -88,7 +89,7 @@ class TaskLifecycle(RuleBasedStateMachine):
 
     @rule(task=tasks)
     def cancel(self, task):
-        Task.objects.get(pk=task).request_cancel()
+        lifecycle.cancel_task(Task.objects.get(pk=task))
 
     @rule(task=tasks, stale=st.booleans())
     def complete(self, task, stale):

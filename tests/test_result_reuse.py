@@ -5,7 +5,7 @@ import pytest
 
 from reports import submissions
 from reports.models import Budget, Document, Task
-from tests.conftest import SAMPLE, run_all, submit, task_of, upload
+from tests.helpers import SAMPLE, run_all, submit, task_of, upload
 
 pytestmark = pytest.mark.django_db
 

@@ -5,15 +5,24 @@ from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
 import pytest
-from django.conf import settings as django_settings
 from django.test import Client
 
 from reports.models import Document, Task
-from tests.conftest import SAMPLE, run_all, submit, task_of, upload
+from tests.helpers import (
+    SAMPLE,
+    assert_refused,
+    multipart,
+    run_all,
+    snapshot,
+    stored_uploads,
+    submit,
+    task_of,
+    upload,
+)
 from tests.parsers import samples
+from tests.parsers.samples import DOCX
 
 pytestmark = pytest.mark.django_db
 
@@ -32,46 +41,10 @@ PDF_PAGES = (
 )
 
 
-def _docx_article(document) -> None:
-    document.add_heading("Tidal energy in small harbours", 1)
-    document.add_paragraph(
-        "Tidal energy is a predictable source of power. Small harbours see two tides a day."
-    )
-    document.add_heading("Findings", 2)
-    document.add_paragraph(
-        "Turbines in narrow harbour entrances produced steady power for eight hours a day."
-    )
-
-
-DOCX = samples.docx_bytes(_docx_article)
 # 4 MB of zeros deflate to a few KB: a part compressed far beyond 100:1.
 ZIP_BOMB = samples.rezip(DOCX, add={"word/media/zeros.bin": bytes(4 * 1024 * 1024)})
 # Random bytes with no NUL: not UTF-8, and no encoding fits them with confidence.
 NOISE = random.Random(1).randbytes(4000).replace(b"\x00", b"\x01")
-
-
-def stored_uploads() -> list[Path]:
-    folder = Path(django_settings.REPORTS_STORAGE_DIR) / "uploads"
-    return sorted(folder.iterdir()) if folder.exists() else []
-
-
-def snapshot() -> tuple[int, int, list[Path]]:
-    return Task.objects.count(), Document.objects.count(), stored_uploads()
-
-
-def assert_refused(response, status: int, code: str, *hints: str) -> dict:
-    """Assert SPEC §3's error answer, with a message that names what was wrong."""
-    assert response.status_code == status, response.content
-    assert response["Content-Type"] == "application/json"
-    body = response.json()
-    assert set(body) == {"error"}
-    assert set(body["error"]) == {"code", "message"}
-    assert body["error"]["code"] == code
-    message = body["error"]["message"]
-    assert isinstance(message, str) and len(message) > 10
-    for hint in hints:
-        assert hint.lower() in message.lower(), message
-    return body
 
 
 # --- refused uploads ----------------------------------------------------------------------
@@ -430,22 +403,6 @@ def test_a_docx_with_no_text_is_accepted_then_fails_as_invalid_input(alice_clien
 
 
 # --- file names -----------------------------------------------------------------------------
-
-
-def multipart(filename: str, data: bytes) -> tuple[bytes, str]:
-    """Return a multipart body whose filename is sent exactly as given (the test client
-    would strip its path), and its content type."""
-    boundary = "ReportlineBoundary7f3a"
-    body = (
-        (
-            f"--{boundary}\r\n"
-            f'Content-Disposition: form-data; name="files"; filename="{filename}"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    return body, f"multipart/form-data; boundary={boundary}"
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from reports.models import Task
-from reports.worker import Supervisor
+from reports.worker.supervisor import Supervisor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 from django.utils import timezone
 
 from reports.models import Attempt, Task
-from tests.conftest import make_submission
+from tests.helpers import make_submission
 
 # Two attempts of one task: a 429 after 0.3 s, then a success from 2.3 s to 3.2 s.
 RETRIED = [

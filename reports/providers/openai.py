@@ -21,7 +21,6 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from reports.clock import Clock
-from reports.prompts import build_messages
 from reports.providers.base import (
     Completed,
     GenerationRequest,
@@ -33,6 +32,7 @@ from reports.providers.base import (
     TextDelta,
     Usage,
 )
+from reports.providers.prompts import build_messages
 
 # Sent when OPENAI_API_KEY is empty: local servers (Ollama, vLLM, llama.cpp) ignore it,
 # and the SDK will not send a request without one.

@@ -6,7 +6,6 @@ simulated provider writes, so mid-stream tests have time to act and others do no
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -15,11 +14,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
-from bench.browser import ask_for_a_fresh_report
+from tests.browser.helpers import serve
 from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, USERS, LiveServer
-from tests.conftest import SAMPLE
-
-TASK_URL = re.compile(r"/tasks/([0-9a-f-]{36})/$")
+from tests.helpers import SAMPLE
 
 expect.set_options(timeout=15_000)
 
@@ -56,18 +53,10 @@ def database_template(data_root) -> Path:
     return LiveServer(data_root / "template").prepare().data_dir
 
 
-def _serve(data_root: Path, template: Path, name: str, **env) -> Iterator[LiveServer]:
-    server = LiveServer(data_root / name, database_from=template, **env).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 @pytest.fixture(scope="session")
 def fast_server(data_root, database_template) -> Iterator[LiveServer]:
     """Reports in well under a second; a stall is declared after 2 s."""
-    yield from _serve(
+    yield from serve(
         data_root,
         database_template,
         "fast",
@@ -81,7 +70,7 @@ def fast_server(data_root, database_template) -> Iterator[LiveServer]:
 @pytest.fixture(scope="session")
 def slow_server(data_root, database_template) -> Iterator[LiveServer]:
     """About 50 tokens a second: the sample report takes some 5 s, time to act mid-stream."""
-    yield from _serve(
+    yield from serve(
         data_root,
         database_template,
         "slow",
@@ -94,7 +83,7 @@ def slow_server(data_root, database_template) -> Iterator[LiveServer]:
 @pytest.fixture(scope="session")
 def long_server(data_root, database_template) -> Iterator[LiveServer]:
     """A report of 60,000 characters at 8,000 tokens a second (tests/browser/long_provider)."""
-    yield from _serve(
+    yield from serve(
         data_root,
         database_template,
         "long",
@@ -173,30 +162,3 @@ def open_page(browser, _sessions, problems) -> Iterator[Callable[..., Page]]:
     for context in contexts:
         context.close()
     assert problems.unexpected() == []
-
-
-def upload(
-    page: Page, path: Path, *, scenario: str = "ok", instructions: str = "", fresh: bool = True
-) -> str:
-    """Submit the upload form on the home page; return the task's id (a new task's unless
-    `fresh` is off and the same documents made a report earlier)."""
-    page.goto("/")
-    if fresh:
-        ask_for_a_fresh_report(page)
-    page.set_input_files("input[name=files]", str(path))
-    if instructions:
-        page.fill("textarea[name=instructions]", instructions)
-    page.select_option("select[name=scenario]", scenario)
-    page.click("[data-upload-submit]")
-    page.wait_for_url(TASK_URL)
-    return TASK_URL.search(page.url)[1]
-
-
-def stream_text(page: Page) -> str:
-    return page.locator("[data-report-stream]").evaluate("element => element.textContent")
-
-
-def task_json(page: Page, task_id: str) -> dict:
-    response = page.request.get(f"/api/tasks/{task_id}")
-    assert response.ok, response.text()
-    return response.json()

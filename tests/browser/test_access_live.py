@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import APIRequestContext, Page, expect
 
-from tests.browser.conftest import _serve, upload
+from tests.browser.helpers import serve, upload
 from tests.browser.server import LiveServer
-from tests.conftest import TASK_ROUTES
+from tests.helpers import TASK_ROUTES
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def guarded_server(data_root, database_template) -> Iterator[LiveServer]:
     """Fast reports, and small upload limits: 1 MB a file, 2 MB a request."""
-    yield from _serve(
+    yield from serve(
         data_root,
         database_template,
         "guarded",

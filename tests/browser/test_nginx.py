@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.server import ROOT, LiveServer, free_port
-from tests.conftest import SAMPLE
+from tests.helpers import SAMPLE
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.browser.conftest import task_json, upload
+from tests.browser.helpers import task_json, upload
 
 pytestmark = pytest.mark.browser
 

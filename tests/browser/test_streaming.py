@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import stream_text, task_json, upload
+from tests.browser.helpers import stream_text, task_json, upload
 from tests.browser.server import LiveServer
 
 pytestmark = pytest.mark.browser

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import stream_text, task_json, upload
+from tests.browser.helpers import stream_text, task_json, upload
 
 pytestmark = pytest.mark.browser
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import TASK_URL, ask_for_a_fresh_report, upload
+from tests.browser.helpers import TASK_URL, ask_for_a_fresh_report, upload
 
 pytestmark = pytest.mark.browser
 

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import stream_text, upload
+from tests.browser.helpers import stream_text, upload
 from tests.browser.server import PYTHON, ROOT, LiveServer
 
 

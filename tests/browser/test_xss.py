@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.conftest import TASK_URL, _serve, ask_for_a_fresh_report
+from tests.browser.helpers import TASK_URL, ask_for_a_fresh_report, serve
 from tests.browser.hostile_provider import PAYLOADS
 from tests.browser.server import LiveServer
 
@@ -38,7 +38,7 @@ document.addEventListener("securitypolicyviolation", (e) => {
 
 @pytest.fixture(scope="module")
 def hostile_server(data_root, database_template) -> Iterator[LiveServer]:
-    yield from _serve(
+    yield from serve(
         data_root,
         database_template,
         "hostile",

@@ -124,3 +124,17 @@ def zip_of(entries: dict[str, bytes]) -> bytes:
         for name, content in entries.items():
             archive.writestr(name, content)
     return out.getvalue()
+
+
+def _docx_article(document) -> None:
+    document.add_heading("Tidal energy in small harbours", 1)
+    document.add_paragraph(
+        "Tidal energy is a predictable source of power. Small harbours see two tides a day."
+    )
+    document.add_heading("Findings", 2)
+    document.add_paragraph(
+        "Turbines in narrow harbour entrances produced steady power for eight hours a day."
+    )
+
+
+DOCX = docx_bytes(_docx_article)

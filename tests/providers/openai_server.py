@@ -216,3 +216,22 @@ class OpenAIServer:
         lines = [f"HTTP/1.1 {status} {HTTPStatus(status).phrase}", "connection: close"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         return ("\r\n".join(lines) + "\r\n").encode()
+
+
+KEY = "sk-test-9f8e7d6c5b4a-secret"
+
+
+def point_at(settings, base_url: str, **options) -> None:
+    settings.REPORTS_PROVIDER = "openai"
+    settings.REPORTS_MODEL = "test-model"
+    settings.REPORTS_PRICES = {
+        **settings.REPORTS_PRICES,
+        "test-model": {"input": 1_000_000, "output": 4_000_000, "cached_input": 500_000},
+    }
+    settings.REPORTS_PROVIDERS = {
+        **settings.REPORTS_PROVIDERS,
+        "openai": {
+            "BACKEND": "reports.providers.openai.OpenAIProvider",
+            "OPTIONS": {"base_url": base_url, "api_key": KEY, **options},
+        },
+    }

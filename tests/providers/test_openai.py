@@ -18,17 +18,17 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 
+from reports import lifecycle
 from reports.clock import Clock
 from reports.models import Attempt, Task, TaskEvent
-from reports.prompts import PROMPT_VERSION, SYSTEM_PROMPT
 from reports.providers import get_provider
 from reports.providers.base import GenerationRequest, ProviderError, Retry, SourceDocument
 from reports.providers.openai import retry_after_s
-from reports.worker import Supervisor
-from tests.conftest import run_all
-from tests.providers.openai_server import REPORT_PIECES, OpenAIServer, Reply, error
+from reports.providers.prompts import PROMPT_VERSION, SYSTEM_PROMPT
+from reports.worker.supervisor import Supervisor
+from tests.helpers import run_all
+from tests.providers.openai_server import KEY, REPORT_PIECES, OpenAIServer, Reply, error, point_at
 
-KEY = "sk-test-9f8e7d6c5b4a-secret"
 PARTIAL = ("# A report\n\n", "## Summary\n\n")
 
 
@@ -37,22 +37,6 @@ def openai_server():
     server = OpenAIServer().start()
     yield server
     server.stop()
-
-
-def point_at(settings, base_url: str, **options) -> None:
-    settings.REPORTS_PROVIDER = "openai"
-    settings.REPORTS_MODEL = "test-model"
-    settings.REPORTS_PRICES = {
-        **settings.REPORTS_PRICES,
-        "test-model": {"input": 1_000_000, "output": 4_000_000, "cached_input": 500_000},
-    }
-    settings.REPORTS_PROVIDERS = {
-        **settings.REPORTS_PROVIDERS,
-        "openai": {
-            "BACKEND": "reports.providers.openai.OpenAIProvider",
-            "OPTIONS": {"base_url": base_url, "api_key": KEY, **options},
-        },
-    }
 
 
 @pytest.fixture
@@ -362,7 +346,7 @@ async def test_cancel_closes_the_connection_to_the_provider(
     assert await openai_worker.claim_and_start()
     assert await asyncio.to_thread(openai_server.streaming.wait, 10)
     assert not openai_server.client_closed.is_set()
-    assert await sync_to_async(lambda: Task.objects.get(pk=task.pk).request_cancel())()
+    assert await sync_to_async(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
     await openai_worker.drain()
     # The server saw the client hang up: the provider call was stopped, not abandoned.
     assert await asyncio.to_thread(openai_server.client_closed.wait, 10)

@@ -20,7 +20,7 @@ from reports.rendering import render_markdown
 from reports.submissions import display_name
 from reports.validation import validate_report
 from tests.parsers import samples
-from tests.security.test_output_safety import assert_inert
+from tests.security.hostile import assert_inert
 
 SUBMIT_ERRORS = (InvalidContent, UnsupportedContent)
 

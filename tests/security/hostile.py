@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import re
 import time
 import zipfile
 import zlib
+from html.parser import HTMLParser
 
 from tests.parsers import samples
 
@@ -114,3 +116,36 @@ def allocate_without_end(data: bytes) -> list[str]:
     hoard = []
     while True:
         hoard.append(bytearray(16 * 1024 * 1024))
+
+
+SAFE_TAGS = {
+    "a", "blockquote", "br", "code", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "img",
+    "li", "ol", "p", "pre", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul",
+}  # fmt: skip
+
+
+SAFE_ATTRIBUTES = {"href", "src", "alt", "title", "rel", "start", "class"}
+
+
+class _Elements(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.elements.append((tag, dict(attrs)))
+
+
+def assert_inert(html: str) -> None:
+    """Assert that `html`, parsed as a browser would, has no element or URL that runs or
+    loads anything foreign: only the sanitiser's tags, no handlers, no styles."""
+    parser = _Elements()
+    parser.feed(html)
+    for tag, attrs in parser.elements:
+        assert tag in SAFE_TAGS, (tag, html)
+        assert set(attrs) <= SAFE_ATTRIBUTES, (attrs, html)
+        href = re.sub(r"[\x00-\x20]", "", attrs.get("href") or "").lower()
+        assert not href.startswith(("javascript:", "vbscript:", "data:")), html
+        if tag == "img":
+            src = attrs.get("src") or ""
+            assert src.startswith("/") and not src.startswith(("//", "/\\")), html

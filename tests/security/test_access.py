@@ -14,8 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from reports.models import ApiToken, Task
-from tests.conftest import TASK_ROUTES, run_all, submit, task_of, upload
-from tests.test_uploads import assert_refused, snapshot
+from tests.helpers import TASK_ROUTES, assert_refused, run_all, snapshot, submit, task_of, upload
 
 pytestmark = pytest.mark.django_db
 

@@ -19,10 +19,20 @@ from django.test.client import encode_multipart
 from reports import api, upload_limits
 from reports.auth import ApiError, raise_if_upload_stopped
 from reports.models import Attempt, Document, Status, Task, TaskEvent
-from tests.conftest import SAMPLE, run_all, submit, task_of, upload
+from tests.helpers import (
+    SAMPLE,
+    assert_refused,
+    multipart,
+    run_all,
+    snapshot,
+    stored_uploads,
+    submit,
+    task_of,
+    upload,
+)
 from tests.parsers import samples
+from tests.parsers.samples import DOCX
 from tests.security import hostile
-from tests.test_uploads import DOCX, assert_refused, multipart, snapshot, stored_uploads
 
 pytestmark = pytest.mark.django_db
 

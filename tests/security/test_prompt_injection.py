@@ -8,8 +8,8 @@ from markdown_it import MarkdownIt
 from reports.models import Status
 from reports.rendering import render_markdown
 from reports.validation import validate_report
-from tests.conftest import SAMPLE, run_all, submit, task_of, upload
-from tests.security.test_output_safety import assert_inert
+from tests.helpers import SAMPLE, run_all, submit, task_of, upload
+from tests.security.hostile import assert_inert
 
 pytestmark = pytest.mark.django_db
 

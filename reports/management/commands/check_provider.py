@@ -4,7 +4,8 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 
-from reports.provider_check import (
+from reports.providers import get_provider
+from reports.providers.check import (
     THRESHOLDS_MS,
     CheckFailed,
     Stage,
@@ -12,7 +13,6 @@ from reports.provider_check import (
     measure_request,
     verdict,
 )
-from reports.providers import get_provider
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from reports.worker import Supervisor
+from reports.worker.supervisor import Supervisor
 
 
 class Command(BaseCommand):

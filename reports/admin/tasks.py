@@ -1,0 +1,366 @@
+"""Django admin: staff see every task, its attempts, events and timings; only actions change it."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib import admin, messages
+from django.contrib.auth import get_permission_codename
+from django.core.exceptions import PermissionDenied
+from django.http import FileResponse, Http404
+from django.shortcuts import get_object_or_404
+from django.urls import path, reverse
+from django.utils.html import format_html, format_html_join
+
+from reports import budgets, lifecycle, storage
+from reports.admin.budgets import settle_page
+from reports.admin.inlines import (
+    EVENTS_SHOWN,
+    AttemptInline,
+    DocumentInline,
+    EventInline,
+    format_cost,
+    format_stages,
+)
+from reports.admin.timing import TimingAdminMixin
+from reports.login_throttle import ThrottledAdminAuthenticationForm
+from reports.models import (
+    LEASED,
+    ApiToken,
+    Attempt,
+    CostStatus,
+    Status,
+    Task,
+)
+from reports.observability.charts import format_ms
+from reports.reconciliation import ResolutionRefused, resolve_reconciliation
+
+
+class ErrorTypeFilter(admin.SimpleListFilter):
+    title = "error type"
+    parameter_name = "error_type"
+
+    def lookups(self, request, model_admin):
+        values = (
+            model_admin.model._default_manager.exclude(error_type="")
+            .order_by("error_type")
+            .values_list("error_type", flat=True)
+            .distinct()
+        )
+        return [(v, v) for v in values]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(error_type=self.value())
+        return queryset
+
+
+class UuidSearchMixin:
+    """Search by exact UUID when the term parses as one; otherwise by `search_fields`."""
+
+    uuid_search_field = "pk"
+
+    def get_search_results(self, request, queryset, search_term):
+        try:
+            value = uuid.UUID(search_term.strip())
+        except ValueError:
+            return super().get_search_results(request, queryset, search_term)
+        return queryset.filter(**{self.uuid_search_field: value}), False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_operate_permission(self, request) -> bool:
+        """Actions need the real change permission, though no form can change anything."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('change', opts)}")
+
+
+@admin.register(Task)
+class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "owner",
+        "status",
+        "lane",
+        "attempt_count",
+        "error_type",
+        "cost_status",
+        "cost",
+        "created_at",
+        "queue_ms",
+        "first_text_ms",
+        "duration_ms",
+        "frontend_first_text_ms",
+    )
+    list_filter = ("status", "lane", ErrorTypeFilter, "cost_status", "scenario")
+    list_select_related = ("owner",)
+    search_fields = ("owner__username",)
+    search_help_text = "A task id (exact) or an owner's username."
+    date_hierarchy = "created_at"
+    inlines = (DocumentInline, AttemptInline, EventInline)
+    actions = ("cancel_tasks", "requeue_reconciled", "fail_reconciled", "compare_tasks")
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "owner",
+                    "status",
+                    "lane",
+                    "scenario",
+                    "instructions",
+                    "input_bytes",
+                    "content_sha256",
+                )
+            },
+        ),
+        (
+            "Execution",
+            {
+                "fields": (
+                    "attempt_count",
+                    "epoch",
+                    "worker_id",
+                    "created_at",
+                    "claimed_at",
+                    "first_text_at",
+                    "finished_at",
+                    "not_before",
+                    "lease_expires_at",
+                    "cancel_requested_at",
+                    "event_note",
+                )
+            },
+        ),
+        ("Error", {"fields": ("error_type", "error_message")}),
+        ("Timings", {"fields": ("timings", "waterfall")}),
+        (
+            "Cost",
+            {"fields": ("model", "prompt_version", "cost_status", "reserved", "cost", "settle")},
+        ),
+        ("Result", {"fields": ("result_id", "result_sha256", "result_bytes", "report_link")}),
+    )
+    readonly_fields = tuple(f for _, spec in fieldsets for f in spec["fields"])
+
+    def get_queryset(self, request):
+        # The rendered report can be large and no admin page shows it.
+        return super().get_queryset(request).defer("report_html")
+
+    @admin.display(description="reserved", ordering="reserved_micros")
+    def reserved(self, task: Task) -> str:
+        return budgets.format_usd(task.reserved_micros)
+
+    @admin.display(description="cost", ordering="cost_micros")
+    def cost(self, task: Task) -> str:
+        return "-" if task.cost_micros is None else budgets.format_usd(task.cost_micros)
+
+    @admin.display(description="settle")
+    def settle(self, task: Task) -> str:
+        if task.cost_status != CostStatus.PENDING_RECONCILIATION:
+            return "-"
+        url = reverse("admin:reports_task_settle", args=[task.pk])
+        return format_html('<a href="{}">Settle the unknown cost…</a>', url)
+
+    @admin.display(description="queue", ordering="claimed_at")
+    def queue_ms(self, task: Task) -> str:
+        return format_ms(task.queue_ms)
+
+    @admin.display(description="first text", ordering="first_text_at")
+    def first_text_ms(self, task: Task) -> str:
+        return format_ms(task.first_text_ms)
+
+    @admin.display(description="duration", ordering="finished_at")
+    def duration_ms(self, task: Task) -> str:
+        return format_ms(task.duration_ms)
+
+    @admin.display(description="page first text", ordering="frontend_first_text_ms")
+    def frontend_first_text_ms(self, task: Task) -> str:
+        return format_ms(task.frontend_first_text_ms)
+
+    @admin.display(description="events")
+    def event_note(self, task: Task) -> str:
+        if task.last_seq <= EVENTS_SHOWN:
+            return f"{task.last_seq} in all, every one listed below."
+        return (
+            f"{task.last_seq} in all; below are only the latest {EVENTS_SHOWN} "
+            f"(seq {task.last_seq - EVENTS_SHOWN + 1} to {task.last_seq})."
+        )
+
+    @admin.display(description="timings")
+    def timings(self, task: Task) -> str:
+        rows = [
+            ("queue (submit → first claim)", format_ms(task.queue_ms)),
+            ("first text, backend (submit → first text)", format_ms(task.first_text_ms)),
+            ("first text, page (measured by the browser)", format_ms(task.frontend_first_text_ms)),
+            ("duration (submit → saved result or end)", format_ms(task.duration_ms)),
+        ]
+        for attempt in task.attempts.order_by("number").only(
+            "number", "status", "first_text_ms", "stage_ms"
+        ):
+            rows.append(
+                (
+                    f"attempt {attempt.number} ({attempt.status})",
+                    f"first text {format_ms(attempt.first_text_ms)} · "
+                    f"{format_stages(attempt.stage_ms)}",
+                )
+            )
+        return format_html(
+            "<table><tbody>{}</tbody></table>",
+            format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows),
+        )
+
+    @admin.display(description="report")
+    def report_link(self, task: Task) -> str:
+        if task.status != Status.SUCCEEDED or task.result_id is None:
+            return "-"
+        url = reverse("admin:reports_task_report", args=[task.pk])
+        return format_html('<a href="{}">Download report ({} bytes)</a>', url, task.result_bytes)
+
+    def get_formset_kwargs(self, request, obj, inline, prefix):
+        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
+        if isinstance(inline, EventInline) and obj is not None:
+            # seqs run 1, 2, 3 … without gaps, so the latest N need no slicing.
+            kwargs["queryset"] = kwargs["queryset"].filter(seq__gt=obj.last_seq - EVENTS_SHOWN)
+        return kwargs
+
+    def get_urls(self):
+        report = path(
+            "<uuid:task_id>/report/",
+            self.admin_site.admin_view(self.report_view),
+            name="reports_task_report",
+        )
+        settle = path(
+            "<uuid:task_id>/settle/",
+            self.admin_site.admin_view(self.settle_view),
+            name="reports_task_settle",
+        )
+        return [report, settle, *super().get_urls()]
+
+    def settle_view(self, request, task_id):
+        """Settle a task whose usage is unknown; a task in reconciliation also ends failed."""
+        return settle_page(self, request, task_id)
+
+    def report_view(self, request, task_id) -> FileResponse:
+        """Serve a succeeded task's saved report to staff, whoever owns it."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        task = get_object_or_404(Task, pk=task_id, status=Status.SUCCEEDED)
+        file = storage.result_path(task.result_id)
+        if not file.is_file():
+            raise Http404("The saved report file is missing.")
+        return FileResponse(
+            file.open("rb"),
+            as_attachment=True,
+            filename=f"report-{task.pk}.md",
+            content_type="text/markdown; charset=utf-8",
+        )
+
+    @admin.action(description="Cancel selected tasks", permissions=["operate"])
+    def cancel_tasks(self, request, queryset) -> None:
+        cancelled = asked = finished = 0
+        for task in queryset.select_related(None).only("id", "status"):
+            was_cancelled = task.status == Status.CANCELLED
+            if not lifecycle.cancel_task(task) or was_cancelled:
+                finished += 1
+            elif task.status in LEASED:
+                asked += 1
+            else:
+                cancelled += 1
+        self.message_user(
+            request,
+            f"{cancelled} cancelled, {asked} asked to stop (running), {finished} already finished.",
+            messages.SUCCESS if finished == 0 else messages.WARNING,
+        )
+
+    @admin.action(
+        description="Requeue (reconciliation resolved: run again)", permissions=["operate"]
+    )
+    def requeue_reconciled(self, request, queryset) -> None:
+        self._resolve(request, queryset, Status.QUEUED, "requeued")
+
+    @admin.action(
+        description="Mark failed (reconciliation resolved: the provider did not run it)",
+        permissions=["operate"],
+    )
+    def fail_reconciled(self, request, queryset) -> None:
+        self._resolve(request, queryset, Status.FAILED, "marked failed")
+
+    def _resolve(self, request, queryset, to: str, done: str) -> None:
+        resolved, skipped = 0, []
+        for task_id in queryset.values_list("pk", flat=True):
+            try:
+                event = resolve_reconciliation(task_id, to, by_user=request.user)
+            except ResolutionRefused as refused:
+                self.message_user(request, str(refused), messages.ERROR)
+                continue
+            if event is None:
+                skipped.append(str(task_id))
+            else:
+                resolved += 1
+        if resolved:
+            self.message_user(request, f"{resolved} task(s) {done}.", messages.SUCCESS)
+        if skipped:
+            self.message_user(
+                request,
+                f"Skipped {len(skipped)} task(s) not in reconciliation_required: "
+                + ", ".join(skipped),
+                messages.WARNING,
+            )
+
+
+@admin.register(Attempt)
+class AttemptAdmin(UuidSearchMixin, ReadOnlyAdmin):
+    list_display = (
+        "task",
+        "number",
+        "status",
+        "error_type",
+        "first_text_ms",
+        "cost",
+        "worker_id",
+        "started_at",
+    )
+    list_filter = ("status", ErrorTypeFilter)
+    list_select_related = ("task",)
+    search_fields = ("task__owner__username",)
+    search_help_text = "A task id (exact) or an owner's username."
+    uuid_search_field = "task_id"
+    ordering = ("-started_at",)
+
+    def get_queryset(self, request):
+        # Texts and rendered reports can be hundreds of KB each; the list shows neither.
+        return (
+            super().get_queryset(request).select_related("task").defer("text", "task__report_html")
+        )
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="cost", ordering="cost_micros")
+    def cost(self, attempt: Attempt) -> str:
+        return format_cost(attempt.cost_micros)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Tokens are issued with `manage.py issue_token`; here they can be seen and revoked."""
+
+    list_display = ("user", "label", "digest_prefix", "created_at", "last_used_at")
+    list_select_related = ("user",)
+    search_fields = ("user__username", "label")
+    fields = readonly_fields = ("user", "label", "digest_prefix", "created_at", "last_used_at")
+
+    @admin.display(description="digest")
+    def digest_prefix(self, token: ApiToken) -> str:
+        return token.digest[:12] + "…"
+
+
+# Logins through the admin's own form are throttled like the site's (reports.login_throttle).
+admin.site.login_form = ThrottledAdminAuthenticationForm

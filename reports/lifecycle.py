@@ -1,0 +1,156 @@
+"""The one way a task ends, is requeued or is cancelled (docs/lifecycle.md).
+
+Every path that ends a task — its runner, the reaper of expired leases, a cancel of a
+queued task, an administrator's resolution — calls `end_task`: one transaction writes
+the task's terminal status and event, the end of its current attempt when there is
+one, and settles its money; once that commits, the event is broadcast and the
+`attempt.ended` and `task.ended` lines are logged. So every end is settled, announced
+and logged alike.
+
+These functions own their transaction: call them outside any other, so that what they
+announce has committed. They block; async callers run them off the event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models.functions import Coalesce, Now
+
+from reports import budgets, wakeups
+from reports.models import LEASED, TERMINAL, Attempt, Event, Status, Task
+from reports.observability.task_logs import log_task_ended
+from reports.streaming import broadcast
+
+
+@dataclass(frozen=True)
+class AttemptEnd:
+    """The end of the attempt that leaves its task: the fields its row gets, and its
+    `attempt.ended` line, written once the end commits (before the task's own line)."""
+
+    attempt_id: object
+    fields: dict
+    log: Callable[[], None] | None = None
+
+
+def end_task(
+    task_id,
+    frm: str,
+    to: str,
+    data: dict,
+    *,
+    expect_epoch: int | None = None,
+    attempt: AttemptEnd | None = None,
+    resolution: bool = False,
+    unknown_cost: int | None = None,
+    **task_fields,
+) -> Event | None:
+    """Move a task from `frm` to the terminal status `to`; return its terminal event.
+
+    `data` is the terminal event's data; `attempt`, the attempt that ends with the task.
+    Money: the reservation is settled from the attempts' costs (held for an admin when
+    one is unknown); `unknown_cost` instead settles a task that was waiting for an
+    admin, charging that much for the unknown part. `resolution` marks an
+    administrator's move out of `reconciliation_required`. Return None, writing
+    nothing, when the task was no longer in `frm` (or, with `expect_epoch`, no longer
+    held at that epoch): someone else moved it first.
+    """
+    if to not in TERMINAL:
+        raise ValueError(f"{to} is not a terminal status")
+    with transaction.atomic():
+        event = _move(task_id, frm, to, (to, data), expect_epoch, attempt, resolution, task_fields)
+        if event is None:
+            return None
+        if unknown_cost is None:
+            budgets.settle_task(task_id)
+        else:
+            budgets.settle_pending(task_id, unknown_cost)
+    _announce(event, attempt)
+    log_task_ended(task_id)
+    return event
+
+
+def requeue_task(
+    task_id,
+    frm: str,
+    data: dict,
+    *,
+    expect_epoch: int | None = None,
+    attempt: AttemptEnd | None = None,
+    resolution: bool = False,
+    **task_fields,
+) -> Event | None:
+    """Put a task back in the queue for another attempt; return its `status` event.
+
+    The reservation stays held for the next attempt (an administrator's requeue puts
+    a reservation held for reconciliation back to work). None when someone else moved
+    the task first.
+    """
+    with transaction.atomic():
+        event = _move(
+            task_id,
+            frm,
+            Status.QUEUED,
+            ("status", {"status": Status.QUEUED, **data}),
+            expect_epoch,
+            attempt,
+            resolution,
+            task_fields,
+        )
+        if event is None:
+            return None
+        if resolution:
+            budgets.hold_again(task_id)
+    _announce(event, attempt)
+    return event
+
+
+def cancel_task(task: Task) -> bool:
+    """Cancel a queued task at once, or ask the runner of a leased one to stop.
+
+    Return False when the task already ended otherwise (succeeded, failed,
+    reconciliation_required); cancelling a cancelled task again is not an error.
+    Cancel and completion are both compare-and-set: whichever commits first wins, and
+    a task that reached `finalizing` completes.
+    """
+    while True:
+        task.refresh_from_db(fields=["status"])
+        if task.status == Status.CANCELLED:
+            return True
+        if task.status == Status.QUEUED:
+            if end_task(task.pk, Status.QUEUED, Status.CANCELLED, {"partial": False}):
+                return True
+        elif task.status in LEASED:
+            asked = Task.objects.filter(pk=task.pk, status__in=LEASED).update(
+                cancel_requested_at=Coalesce("cancel_requested_at", Now())
+            )
+            if asked:
+                wakeups.notify(task.pk)
+                return True
+        else:
+            return False
+
+
+def _move(task_id, frm, to, event, expect_epoch, attempt, resolution, task_fields):
+    """The transition and the attempt's end, in the caller's transaction."""
+    written = Task.objects.transition(
+        task_id,
+        frm,
+        to,
+        expect_epoch=expect_epoch,
+        event=event,
+        resolution=resolution,
+        **task_fields,
+    )
+    if written is not None and attempt is not None:
+        Attempt.objects.filter(pk=attempt.attempt_id).update(ended_at=Now(), **attempt.fields)
+    return written
+
+
+def _announce(event: Event, attempt: AttemptEnd | None) -> None:
+    """Once the change committed: fan its event out, and log the attempt's end."""
+    broadcast.publish_sync([event])
+    if attempt is not None and attempt.log is not None:
+        attempt.log()

@@ -1,0 +1,387 @@
+"""Tasks, their attempts and their event log; every status change goes through `transition`."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import F, Q, Subquery
+from django.db.models.functions import Now
+
+from reports.models.states import (
+    ADMIN_RESOLUTIONS,
+    LEASED,
+    TERMINAL,
+    TRANSITIONS,
+    AttemptStatus,
+    CostStatus,
+    IllegalTransition,
+    Lane,
+    Status,
+)
+
+
+def db_now_plus(seconds: float):
+    """Return a database expression for 'now + seconds', on the database's clock."""
+    return Now() + timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True)
+class Event:
+    task_id: uuid.UUID
+    seq: int
+    type: str
+    data: dict[str, Any]
+
+    def as_message(self) -> dict[str, Any]:
+        """Return the channel-layer message that carries this event."""
+        return {
+            "type": "task.event",
+            "task_id": str(self.task_id),
+            "seq": self.seq,
+            "event": self.type,
+            "data": self.data,
+        }
+
+
+class TaskQuerySet(models.QuerySet):
+    def for_user(self, user) -> TaskQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user)
+
+    def owned(self, user, task_id) -> Task | None:
+        """Return the user's task, or None alike for a missing, foreign or non-UUID id."""
+        try:
+            uuid.UUID(str(task_id))
+        except ValueError:
+            return None
+        if user is None:
+            return None
+        return self.for_user(user).filter(pk=task_id).first()
+
+    def live_leases(self) -> TaskQuerySet:
+        return self.filter(status__in=LEASED, lease_expires_at__gt=Now())
+
+    def expired_leases(self) -> TaskQuerySet:
+        return self.filter(status__in=LEASED, lease_expires_at__lte=Now())
+
+    def eligible(self) -> TaskQuerySet:
+        """Queued tasks whose retry delay, if any, is over."""
+        return self.filter(status=Status.QUEUED).filter(
+            Q(not_before__isnull=True) | Q(not_before__lte=Now())
+        )
+
+    def transition(
+        self,
+        task_id,
+        frm: str,
+        to: str,
+        *,
+        expect_epoch: int | None = None,
+        event: tuple[str, dict] | None = None,
+        resolution: bool = False,
+        **fields,
+    ) -> Event | None:
+        """Move one task from `frm` to `to` if it is still there; return the event written.
+
+        The one compare-and-set for every status change: the update is conditional on
+        the current status (and on the fencing epoch for a worker's writes), and in
+        the same transaction appends the event that announces it (by default a
+        `status` event, or a terminal event named after a terminal status). Return
+        None when zero rows changed: someone else moved the task first.
+
+        `resolution`: an administrator's way out of `reconciliation_required`, which
+        the table itself never allows (ADMIN_RESOLUTIONS).
+        """
+        allowed = (
+            ADMIN_RESOLUTIONS
+            if frm == Status.RECONCILIATION_REQUIRED and resolution
+            else TRANSITIONS[frm]
+        )
+        if to not in allowed:
+            raise IllegalTransition(f"{frm} → {to}")
+        if event is None:
+            event = (to, {}) if to in TERMINAL else ("status", {"status": to})
+        condition = Q(pk=task_id, status=frm)
+        if expect_epoch is not None:
+            condition &= Q(epoch=expect_epoch)
+        if to in TERMINAL:
+            fields.setdefault("finished_at", Now())
+        if to not in LEASED:
+            fields.setdefault("lease_expires_at", None)
+        with transaction.atomic():
+            changed = self.filter(condition).update(status=to, last_seq=F("last_seq") + 1, **fields)
+            if changed != 1:
+                return None
+            return _write_event(task_id, *event)
+
+    def append_event(self, task_id, epoch: int, event_type: str, data: dict, **fields):
+        """Append an event for a leased task held at `epoch`, renewing its lease.
+
+        Return (event, cancel_requested) or None when the lease was lost.
+        """
+        return self.append_events([(task_id, epoch, event_type, data)], **fields)[0]
+
+    def append_events(self, appends, **fields) -> list[tuple[Event, bool] | None]:
+        """`append_event` for many tasks (each at most once) in three statements.
+
+        `appends` holds (task_id, epoch, event_type, data). One conditional UPDATE
+        renews every lease still held; the rows are then read back (a row not updated
+        cannot have come back to its epoch: epochs only grow) and the events inserted
+        together. Return, per append, (event, cancel_requested), or None when that
+        task's lease was lost.
+        """
+        held = Q(pk__in=[])
+        for task_id, epoch, _, _ in appends:
+            held |= Q(pk=task_id, epoch=epoch)
+        with transaction.atomic():
+            self.filter(held, status__in=LEASED).update(
+                last_seq=F("last_seq") + 1,
+                lease_expires_at=db_now_plus(settings.REPORTS_LEASE_S),
+                **fields,
+            )
+            rows = {
+                str(row["pk"]): row
+                for row in self.filter(pk__in=[a[0] for a in appends]).values(
+                    "pk", "epoch", "status", *_EVENT_FIELDS, "cancel_requested_at"
+                )
+            }
+            results: list[tuple[Event, bool] | None] = []
+            for task_id, epoch, event_type, data in appends:
+                row = rows.get(str(task_id))
+                if row is None or row["epoch"] != epoch or row["status"] not in LEASED:
+                    results.append(None)
+                    continue
+                event = Event(
+                    task_id, row["last_seq"], event_type, {"attempt": row["attempt_count"], **data}
+                )
+                results.append((event, row["cancel_requested_at"] is not None))
+            TaskEvent.objects.bulk_create(
+                TaskEvent(task_id=e.task_id, seq=e.seq, type=e.type, data=e.data)
+                for e, _ in filter(None, results)
+            )
+        return results
+
+
+_EVENT_FIELDS = ("last_seq", "attempt_count")
+
+
+def _write_event(task_id, event_type: str, data: dict, task: dict | None = None) -> Event:
+    """Insert the event numbered by the task's (just bumped) last_seq, in the caller's
+    transaction; `task` is its row's _EVENT_FIELDS when the caller already read them."""
+    if task is None:
+        task = Task.objects.filter(pk=task_id).values(*_EVENT_FIELDS).get()
+    data = {"attempt": task["attempt_count"], **data}
+    TaskEvent.objects.create(task_id=task_id, seq=task["last_seq"], type=event_type, data=data)
+    return Event(task_id, task["last_seq"], event_type, data)
+
+
+class Task(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    status = models.CharField(max_length=32, choices=Status.choices, default=Status.QUEUED)
+    lane = models.CharField(max_length=8, choices=Lane.choices, default=Lane.SHORT)
+    instructions = models.TextField(blank=True)
+    scenario = models.CharField(max_length=32, default="ok")
+    # NULL, not "", when absent: the per-owner unique constraint ignores NULLs.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    content_sha256 = models.CharField(max_length=64)
+    input_bytes = models.PositiveBigIntegerField(default=0)
+
+    # Wall-clock instants all come from the database's clock (Now()), so intervals
+    # between what the web process and a worker wrote never mix two machines' clocks.
+    created_at = models.DateTimeField(db_default=Now())
+    not_before = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    first_text_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    frontend_first_text_ms = models.FloatField(null=True, blank=True)
+
+    attempt_count = models.PositiveIntegerField(default=0)
+    epoch = models.PositiveBigIntegerField(default=0)
+    worker_id = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    last_seq = models.PositiveBigIntegerField(default=0)
+
+    error_type = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    result_id = models.UUIDField(null=True, blank=True, unique=True)
+    result_sha256 = models.CharField(max_length=64, blank=True)
+    result_bytes = models.PositiveIntegerField(null=True, blank=True)
+    report_html = models.TextField(blank=True)
+
+    # --- observability: the creating request and the task's trace, so a worker's log
+    # lines and spans join the web request's (docs/observability.md).
+    request_id = models.CharField(max_length=128, blank=True)
+    trace_id = models.CharField(max_length=32, blank=True)
+    traceparent = models.CharField(max_length=55, blank=True)
+    # Budgets and cost (reports/budgets.py): what the task was written with, and its money.
+    model = models.CharField(max_length=100, blank=True)
+    prompt_version = models.CharField(max_length=32, blank=True)
+    cost_status = models.CharField(
+        max_length=32, choices=CostStatus.choices, default=CostStatus.NONE
+    )
+    reserved_micros = models.PositiveBigIntegerField(default=0)  # held on the owner's budget
+    cost_micros = models.PositiveBigIntegerField(null=True, blank=True)  # charged when settled
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="unique_idempotency_key_per_owner",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["status", "lane", "created_at"], name="claim_order"),
+            models.Index(fields=["owner", "-created_at"], name="owner_newest"),
+            models.Index(fields=["owner", "content_sha256"], name="owner_content"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.id} ({self.status})"
+
+    @property
+    def current_attempt(self) -> Attempt | None:
+        return self.attempts.order_by("-number").first()
+
+    def _ms_since_created(self, instant) -> float | None:
+        if instant is None:
+            return None
+        return round((instant - self.created_at).total_seconds() * 1000, 1)
+
+    @property
+    def queue_ms(self) -> float | None:
+        return self._ms_since_created(self.claimed_at)
+
+    @property
+    def first_text_ms(self) -> float | None:
+        return self._ms_since_created(self.first_text_at)
+
+    @property
+    def duration_ms(self) -> float | None:
+        return self._ms_since_created(self.finished_at)
+
+    def queue_position(self) -> int | None:
+        """Return 1 for the next task to be claimed in its lane, 2 for the one after it…;
+        None when the task is not queued."""
+        if self.status != Status.QUEUED:
+            return None
+        # Compared in the database, as stored: on SQLite a Python datetime has another
+        # text form than Now() writes, and would compare wrongly within a millisecond.
+        mine = Subquery(Task.objects.filter(pk=self.pk).values("created_at")[:1])
+        earlier = Q(created_at__lt=mine) | Q(created_at=mine, pk__lt=self.pk)
+        return Task.objects.filter(earlier, status=Status.QUEUED, lane=self.lane).count() + 1
+
+
+class Attempt(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    epoch = models.PositiveBigIntegerField()
+    worker_id = models.CharField(max_length=100, blank=True)
+    status = models.CharField(
+        max_length=32, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING
+    )
+    error_type = models.CharField(max_length=32, blank=True)
+    error_message = models.TextField(blank=True)
+    retry_after_s = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField(db_default=Now())
+    ended_at = models.DateTimeField(null=True, blank=True)
+    # Measured by the worker's monotonic clock from the attempt's start.
+    first_text_ms = models.FloatField(null=True, blank=True)
+    stage_ms = models.JSONField(default=dict, blank=True)
+    text = models.TextField(blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True)
+    usage_source = models.CharField(max_length=16, blank=True)
+    provider_request_id = models.CharField(max_length=200, blank=True)
+    prompt_version = models.CharField(max_length=40, blank=True)
+    cost_micros = models.PositiveBigIntegerField(null=True, blank=True)  # None: unknown
+
+    class Meta:
+        ordering = ["task", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "number"], name="unique_attempt_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.task_id}"
+
+
+class TaskEventQuerySet(models.QuerySet):
+    def attempt_text(self, task_id, number: int) -> str:
+        """Return the text an attempt streamed, from its persisted delta events."""
+        return "".join(
+            data["text"]
+            for data in self.filter(task_id=task_id, type="delta")
+            .order_by("seq")
+            .values_list("data", flat=True)
+            if data.get("attempt") == number
+        )
+
+
+class TaskEvent(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=32)
+    data = models.JSONField(default=dict)
+    created_at = models.DateTimeField(db_default=Now())
+
+    objects = TaskEventQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["task", "seq"]
+        constraints = [models.UniqueConstraint(fields=["task", "seq"], name="unique_event_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.task_id} #{self.seq} {self.type}"
+
+    def as_event(self) -> Event:
+        return Event(self.task_id, self.seq, self.type, self.data)
+
+
+class Document(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="documents")
+    position = models.PositiveSmallIntegerField()
+    name = models.CharField(max_length=255)
+    extension = models.CharField(max_length=8)
+    storage_name = models.CharField(max_length=64, unique=True)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["task", "position"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PreparedText(models.Model):
+    """Extracted text of a document, so the same file is not parsed twice."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    sha256 = models.CharField(max_length=64)
+    parser_version = models.CharField(max_length=64)
+    text = models.TextField()
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "sha256", "parser_version"], name="unique_prepared_text"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} ({self.parser_version})"

@@ -1,0 +1,140 @@
+"""The figures of the staff latency page: percentiles per link of the chain, and rates.
+
+Every task created in the window counts. A task that timed out (`timeout`, or
+`stalled`: no text for the stall limit) is never dropped: where it never reached a
+milestone (claim, first text, first text on the page) it is counted at the time it
+ended, as a lower bound (a censored sample, see `reports.observability.percentiles`); its total is
+its time to the timeout; its last stage lasts until the timeout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models.functions import Now
+
+from reports.models import STAGES, TERMINAL, Attempt, Status, Task
+from reports.observability.percentiles import Sample, Summary, summarize
+
+TIMEOUT_ERRORS = ("timeout", "stalled")
+WINDOWS = {
+    "1h": ("last hour", timedelta(hours=1)),
+    "24h": ("last 24 hours", timedelta(hours=24)),
+    "7d": ("last 7 days", timedelta(days=7)),
+    "all": ("all time", None),
+}
+DEFAULT_WINDOW = "24h"
+TASK_METRICS = (  # key, short label (charts), what it measures (tables)
+    ("queue", "Queue", "submit → first claim"),
+    ("first_text", "First text, backend", "submit → first text written"),
+    ("frontend_first_text", "First text, browser", "submit → first text on the page"),
+    ("total", "Total", "submit → result saved (or the task ended)"),
+)
+
+
+@dataclass(frozen=True)
+class Rate:
+    label: str
+    count: int
+    of: int  # the denominator: tasks that ended in the window
+
+    @property
+    def percent(self) -> float | None:
+        return None if self.of == 0 else round(100 * self.count / self.of, 1)
+
+
+@dataclass(frozen=True)
+class Figures:
+    window: str
+    tasks: int  # created in the window
+    ended: int
+    task_metrics: list[tuple[str, str, str, Summary]]  # key, label, what it measures, summary
+    stage_metrics: list[tuple[str, str, str, Summary]]
+    rates: list[Rate]
+
+
+def _ms(start, end) -> float:
+    return (end - start).total_seconds() * 1000
+
+
+def tasks_in(window: str):
+    since = WINDOWS[window][1]
+    tasks = Task.objects.all()
+    if since is not None:
+        tasks = tasks.filter(created_at__gte=Now() - since)
+    return tasks
+
+
+def figures(window: str) -> Figures:
+    """Return the page's figures for tasks created in `window` (a key of WINDOWS)."""
+    small = settings.REPORTS_LATENCY_SMALL_SAMPLE
+    samples: dict[str, list[Sample]] = {key: [] for key, *_ in TASK_METRICS}
+    counts = {"ended": 0, "failed": 0, "cancelled": 0, "timed_out": 0, "reconciliation": 0}
+    tasks = tasks_in(window)
+    rows = tasks.values_list(
+        "status",
+        "error_type",
+        "created_at",
+        "claimed_at",
+        "first_text_at",
+        "finished_at",
+        "frontend_first_text_ms",
+    )
+    total = 0
+    for status, error_type, created, claimed, first_text, finished, frontend in rows.iterator():
+        total += 1
+        timed_out = status == Status.FAILED and error_type in TIMEOUT_ERRORS
+        ended_ms = _ms(created, finished) if finished else None
+        bound = Sample(ended_ms, censored=True) if timed_out and ended_ms is not None else None
+        for key, exact in (
+            ("queue", claimed and _ms(created, claimed)),
+            ("first_text", first_text and _ms(created, first_text)),
+            ("frontend_first_text", frontend),
+        ):
+            if exact is not None:
+                samples[key].append(Sample(exact))
+            elif bound is not None:
+                samples[key].append(bound)
+        if ended_ms is not None:
+            samples["total"].append(Sample(ended_ms))
+        if status in TERMINAL:
+            counts["ended"] += 1
+            counts["failed"] += status == Status.FAILED
+            counts["cancelled"] += status == Status.CANCELLED
+            counts["timed_out"] += timed_out
+            counts["reconciliation"] += status == Status.RECONCILIATION_REQUIRED
+    ended = counts["ended"]
+    return Figures(
+        window=window,
+        tasks=total,
+        ended=ended,
+        task_metrics=[
+            (key, label, measures, summarize(samples[key], small_below=small))
+            for key, label, measures in TASK_METRICS
+        ],
+        stage_metrics=[
+            (stage, stage, "per ended attempt", summarize(found, small_below=small))
+            for stage, found in _stage_samples(tasks).items()
+        ],
+        rates=[
+            Rate("failed", counts["failed"], ended),
+            Rate("of which timed out", counts["timed_out"], ended),
+            Rate("cancelled", counts["cancelled"], ended),
+            Rate("reconciliation required", counts["reconciliation"], ended),
+        ],
+    )
+
+
+def _stage_samples(tasks) -> dict[str, list[Sample]]:
+    """Return each stage's durations over the ended attempts of `tasks`, in chain order."""
+    found: dict[str, list[Sample]] = {stage: [] for stage in STAGES}
+    attempts = Attempt.objects.filter(task__in=tasks, ended_at__isnull=False)
+    for stage_ms, error_type in attempts.values_list("stage_ms", "error_type").iterator():
+        last = list(stage_ms)[-1] if stage_ms else None
+        for stage, ms in stage_ms.items():
+            # The stage a timeout cut short lasted at least this long.
+            censored = stage == last and error_type in TIMEOUT_ERRORS
+            found.setdefault(stage, []).append(Sample(ms, censored))
+    return found

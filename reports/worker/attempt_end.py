@@ -1,0 +1,166 @@
+"""The end of an attempt: how it ended (`Outcome`), what it leaves behind
+(`AttemptRecord`), and the one write that records both.
+
+An attempt that ends its task goes through `lifecycle.end_task`; one that leaves its
+task for another attempt (a retry) through `lifecycle.requeue_task`. Either way the
+attempt's end, the task's new status and event, and the money are one transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+
+from django.conf import settings
+
+from reports import budgets, lifecycle
+from reports.models import AttemptStatus, Event, Status, db_now_plus
+from reports.observability import tracing
+from reports.observability.logs import log_event
+from reports.providers.base import Usage
+from reports.providers.prompts import PROMPT_VERSION
+
+# The attempt's lines keep one logger name, whichever module writes them.
+log = logging.getLogger("reports.worker.pipeline")
+
+ATTEMPT_STATUS = {  # the task status an attempt ends in → the attempt's own status
+    Status.QUEUED: AttemptStatus.RETRY_SCHEDULED,
+    Status.SUCCEEDED: AttemptStatus.SUCCEEDED,
+    Status.FAILED: AttemptStatus.FAILED,
+    Status.CANCELLED: AttemptStatus.CANCELLED,
+    Status.RECONCILIATION_REQUIRED: AttemptStatus.RECONCILIATION_REQUIRED,
+}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an attempt ends: the task status it moves to and why."""
+
+    status: str
+    error_type: str = ""
+    message: str = ""
+    retry_after_s: float | None = None
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """What an attempt leaves behind when it ends."""
+
+    task_id: object
+    attempt_id: object
+    number: int
+    epoch: int
+    task_status: str  # where the attempt holds its task: running or finalizing
+    text: str
+    usage: Usage
+    stage_ms: dict[str, float]
+    first_text_ms: float | None
+    request_id: str
+    provider_called: bool  # the request was sent to the provider
+    answered: bool  # the provider answered it (text or a heartbeat)
+    duration_ms: float
+
+
+def end_data(outcome: Outcome, partial: bool, task_fields: dict) -> dict:
+    """Return the data of the terminal event an attempt's end writes."""
+    if outcome.status == Status.SUCCEEDED:
+        return {"result_id": str(task_fields["result_id"])}
+    if outcome.status == Status.CANCELLED:
+        return {"partial": partial}
+    if outcome.status == Status.FAILED:
+        return {"error_type": outcome.error_type, "partial": partial, "message": outcome.message}
+    return {"partial": partial, "message": outcome.message}
+
+
+def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event | None:
+    """Write the attempt's end, the task's new status and event, and the money, in one
+    transaction fenced by the attempt's epoch; return None when the lease is gone.
+
+    Once it commits, the `attempt.ended` line is logged (before the task's own
+    `task.ended`, when the attempt ended it).
+    """
+    attempt = lifecycle.AttemptEnd(
+        record.attempt_id,
+        {
+            "status": ATTEMPT_STATUS[outcome.status],
+            "error_type": outcome.error_type,
+            "error_message": outcome.message,
+            "retry_after_s": outcome.retry_after_s,
+            "text": record.text,
+            "first_text_ms": record.first_text_ms,
+            "stage_ms": record.stage_ms,
+            "input_tokens": record.usage.input_tokens,
+            "output_tokens": record.usage.output_tokens,
+            "cached_tokens": record.usage.cached_tokens,
+            "usage_source": record.usage.source,
+            "provider_request_id": record.request_id,
+            "cost_micros": budgets.attempt_cost_of(
+                record.task_id, record.usage, billed_nothing=billed_nothing(record, outcome)
+            ),
+        },
+        log=partial(log_end, record, outcome),
+    )
+    if outcome.status == Status.QUEUED:
+        return lifecycle.requeue_task(
+            record.task_id,
+            record.task_status,
+            {"retry_after_s": outcome.retry_after_s, "reason": outcome.error_type},
+            expect_epoch=record.epoch,
+            attempt=attempt,
+            not_before=db_now_plus(outcome.retry_after_s or 0),
+            **task_fields,
+        )
+    task_fields.setdefault("error_type", outcome.error_type)
+    task_fields.setdefault("error_message", outcome.message)
+    return lifecycle.end_task(
+        record.task_id,
+        record.task_status,
+        outcome.status,
+        end_data(outcome, bool(record.text), task_fields),
+        expect_epoch=record.epoch,
+        attempt=attempt,
+        **task_fields,
+    )
+
+
+def billed_nothing(record: AttemptRecord, outcome: Outcome) -> bool:
+    """Whether the provider certainly billed this attempt nothing: it was never called,
+    or it refused the request before answering (budgets.REFUSALS)."""
+    if not record.provider_called:
+        return True
+    return (
+        not record.answered
+        and outcome.status != Status.RECONCILIATION_REQUIRED
+        and outcome.error_type in budgets.REFUSALS
+    )
+
+
+def log_end(record: AttemptRecord, outcome: Outcome) -> None:
+    """Write the `attempt.ended` line and annotate the attempt's trace span."""
+    usage = {
+        "input_tokens": record.usage.input_tokens,
+        "output_tokens": record.usage.output_tokens,
+        "cached_tokens": record.usage.cached_tokens,
+        "usage_source": record.usage.source,
+    }
+    log_event(
+        log,
+        "attempt.ended",
+        attempt=record.number,
+        status=ATTEMPT_STATUS[outcome.status],
+        task_status=outcome.status,
+        error_type=outcome.error_type or None,
+        retry_after_s=outcome.retry_after_s,
+        first_text_ms=record.first_text_ms,
+        duration_ms=record.duration_ms,
+        stage_ms=record.stage_ms,
+        **usage,
+        model=settings.REPORTS_MODEL,
+        prompt_version=PROMPT_VERSION,
+        provider_request_id=record.request_id or None,
+    )
+    tracing.annotate(
+        **{"reportline.status": outcome.status, "reportline.error_type": outcome.error_type},
+        **{f"gen_ai.usage.{k}": v for k, v in usage.items() if k.endswith("tokens")},
+    )

@@ -1,0 +1,218 @@
+"""Claiming queued tasks under leases, renewing them, and reaping the ones that expired.
+
+Every function here is one short transaction, safe to call from any number of
+processes at once; the worker calls them off its event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Count, F
+from django.db.models.functions import Coalesce, Now
+
+from reports import lifecycle
+from reports.models import (
+    CLAIM_ORDER,
+    LEASED,
+    Attempt,
+    AttemptStatus,
+    ErrorType,
+    Event,
+    Status,
+    Task,
+    TaskEvent,
+    db_now_plus,
+)
+from reports.observability.task_logs import log_reaped
+
+# Any fixed number: every claimer takes the same PostgreSQL advisory lock.
+CLAIM_LOCK = 7_240_501
+
+
+class LeaseLost(Exception):
+    """The task is no longer ours: a write changed zero rows. Stop and write nothing."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    task_id: object
+    attempt_id: object
+    number: int
+    epoch: int
+    lane: str
+    created_at: datetime
+    claimed_at: datetime
+    events: tuple[Event, ...]
+    # Where the task's logs and trace join (the creating request), and since when this
+    # attempt waited: the submit for the first, the previous attempt's end for a retry.
+    request_id: str = ""
+    trace_id: str = ""
+    traceparent: str = ""
+    queued_since: datetime | None = None
+
+    @property
+    def age_at_claim_s(self) -> float:
+        """Seconds from submit to this claim, both instants on the database's clock."""
+        return (self.claimed_at - self.created_at).total_seconds()
+
+
+def free_lanes(lanes) -> list[str]:
+    """Return the lanes, among `lanes`, with a free slot under the caps; [] when full."""
+    live = dict(Task.objects.live_leases().values_list("lane").annotate(n=Count("id")).order_by())
+    if sum(live.values()) >= settings.REPORTS_MAX_RUNNING:
+        return []
+    limits = settings.REPORTS_LANE_LIMITS
+    return [lane for lane in lanes if live.get(lane, 0) < limits.get(lane, 0)]
+
+
+def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
+    """Claim the oldest eligible queued task of a lane with a free slot, or return None.
+
+    Caps are counted from live leases inside the same transaction as the claim, and
+    claims are serialised (SQLite's IMMEDIATE transactions, PostgreSQL's advisory
+    lock), so no number of concurrent claimers can exceed them.
+    """
+    with transaction.atomic():
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK])
+        open_lanes = free_lanes(lanes)
+        if not open_lanes:
+            return None
+        task = (
+            Task.objects.eligible()
+            .filter(lane__in=open_lanes)
+            .order_by(*CLAIM_ORDER)
+            .only("id", "epoch", "attempt_count")
+            .first()
+        )
+        if task is None:
+            return None
+        number, epoch = task.attempt_count + 1, task.epoch + 1
+        event = Task.objects.transition(
+            task.pk,
+            Status.QUEUED,
+            Status.RUNNING,
+            expect_epoch=task.epoch,
+            event=("status", {"status": Status.RUNNING, "attempt": number}),
+            attempt_count=number,
+            worker_id=worker_id,
+            lease_expires_at=db_now_plus(settings.REPORTS_LEASE_S),
+            claimed_at=Coalesce("claimed_at", Now()),
+            not_before=None,
+            cancel_requested_at=None,
+            epoch=F("epoch") + 1,
+        )
+        if event is None:
+            return None
+        attempt = Attempt.objects.create(
+            task_id=task.pk, number=number, epoch=epoch, worker_id=worker_id
+        )
+        task = Task.objects.only(
+            "lane", "created_at", "claimed_at", "request_id", "trace_id", "traceparent"
+        ).get(pk=task.pk)
+        attempt.refresh_from_db(fields=["started_at"])
+        previous_end = (
+            Attempt.objects.filter(task_id=task.pk, number=number - 1)
+            .values_list("ended_at", flat=True)
+            .first()
+        )
+        return Claim(
+            task.pk,
+            attempt.pk,
+            number,
+            epoch,
+            task.lane,
+            task.created_at,
+            attempt.started_at,
+            (event,),
+            request_id=task.request_id,
+            trace_id=task.trace_id,
+            traceparent=task.traceparent,
+            queued_since=previous_end or task.created_at,
+        )
+
+
+def renew_lease(task_id, epoch: int) -> bool:
+    """Extend our lease; return whether a cancel was requested. Raise LeaseLost."""
+    changed = Task.objects.filter(pk=task_id, epoch=epoch, status__in=LEASED).update(
+        lease_expires_at=db_now_plus(settings.REPORTS_LEASE_S)
+    )
+    if changed != 1:
+        raise LeaseLost(task_id)
+    return (
+        Task.objects.filter(pk=task_id).values_list("cancel_requested_at", flat=True)[0] is not None
+    )
+
+
+def reap_expired_leases() -> list[Event]:
+    """Turn every expired lease into a new attempt, `worker_lost`, or reconciliation.
+
+    The dead attempt keeps the text it streamed and is marked interrupted; its usage
+    is unknown. Each reap is conditional on the epoch it saw, so a worker that
+    renewed in time keeps its task.
+    """
+    events: list[Event] = []
+    for task in Task.objects.expired_leases().only("id", "status", "epoch", "attempt_count"):
+        events.extend(_reap(task))
+    return events
+
+
+def _reap(task: Task) -> list[Event]:
+    text = TaskEvent.objects.attempt_text(task.pk, task.attempt_count)
+    lost = "The worker running this attempt stopped responding."
+    if task.status == Status.FINALIZING:
+        to = Status.FAILED
+    elif not settings.REPORTS_RERUN_LOST_ATTEMPTS:
+        to = Status.RECONCILIATION_REQUIRED
+    elif task.attempt_count < settings.REPORTS_MAX_ATTEMPTS:
+        to = Status.QUEUED
+    else:
+        to = Status.FAILED
+    attempt_id = (
+        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    attempt_end = {
+        "status": (
+            AttemptStatus.RECONCILIATION_REQUIRED
+            if to == Status.RECONCILIATION_REQUIRED
+            else AttemptStatus.INTERRUPTED
+        ),
+        "error_type": ErrorType.WORKER_LOST,
+        "error_message": lost,
+        "text": text,
+        "usage_source": "missing",
+    }
+    attempt = lifecycle.AttemptEnd(
+        attempt_id,
+        attempt_end,
+        log=lambda: log_reaped(task.pk, attempt_id, task.attempt_count, to),
+    )
+    if to == Status.QUEUED:
+        event = lifecycle.requeue_task(
+            task.pk,
+            task.status,
+            {},
+            expect_epoch=task.epoch,
+            attempt=attempt,
+            error_type="",
+            error_message="",
+        )
+    else:
+        event = lifecycle.end_task(
+            task.pk,
+            task.status,
+            to,
+            {"error_type": ErrorType.WORKER_LOST, "partial": bool(text), "message": lost},
+            expect_epoch=task.epoch,
+            attempt=attempt,
+            error_type=ErrorType.WORKER_LOST,
+            error_message=lost,
+        )
+    return [] if event is None else [event]

@@ -1,0 +1,208 @@
+"""The worker supervisor: claim work within the caps, run attempts, renew leases, reap.
+
+The same supervisor runs embedded on the ASGI server's event loop (the default: one
+`runserver` is the whole system) or alone under `manage.py reportworker`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+
+from asgiref.sync import sync_to_async as db
+from django.conf import settings
+from django.db import close_old_connections
+
+from reports import wakeups
+from reports.clock import Clock
+from reports.observability import logs, tracing
+from reports.observability.logs import log_event
+from reports.observability.task_logs import ms_between
+from reports.providers import get_provider
+from reports.providers.base import Provider
+from reports.streaming import broadcast
+from reports.worker import leases
+from reports.worker.leases import Claim
+from reports.worker.pipeline import AttemptRun
+
+log = logging.getLogger(__name__)
+task_log = logging.getLogger("reports.tasks")  # the lines of a task's life share one name
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        slots: int = 4,
+        lanes: tuple[str, ...] = ("short", "long"),
+        clock: Clock | None = None,
+        provider: Provider | None = None,
+        poll_s: float | None = None,
+    ) -> None:
+        self.slots = slots
+        self.lanes = lanes
+        self.clock = clock or Clock()
+        self.provider = provider or get_provider(clock=self.clock)
+        self.poll_s = poll_s if poll_s is not None else settings.REPORTS_POLL_S
+        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.running: dict[str, asyncio.Task] = {}
+        self._wake = asyncio.Event()
+        self._stopping = False
+        self.listening = asyncio.Event()  # set while it hears new tasks at once (LISTEN)
+        self.idle = asyncio.Event()  # set while it waits with nothing left to look at
+
+    # --- units of work (tests call these) -------------------------------------------------
+
+    async def claim_and_start(self) -> bool:
+        """Claim one task and start running it; return whether work was found."""
+        if len(self.running) >= self.slots or self._stopping:
+            return False
+        claim = await db(leases.claim_next_task)(self.worker_id, self.lanes)
+        if claim is None:
+            return False
+        await broadcast.publish(claim.events)
+        run = AttemptRun(claim, self.provider, self.clock)
+        key = str(claim.attempt_id)
+        self.running[key] = asyncio.create_task(self._run(run), name=f"attempt-{key}")
+        return True
+
+    async def reap(self) -> int:
+        """Requeue or fail tasks whose lease expired; return how many."""
+        await db(close_old_connections)()  # what request signals do for the web process
+        events = await db(leases.reap_expired_leases)()  # each announced as it commits
+        if events:
+            self._wake.set()
+        return len(events)
+
+    async def drain(self) -> None:
+        """Wait for every attempt started so far to end."""
+        while self.running:
+            await asyncio.gather(*self.running.values(), return_exceptions=True)
+
+    # --- the loop -------------------------------------------------------------------------
+
+    async def run_forever(self) -> None:
+        log.info(
+            "worker %s started with %d slots, lanes %s", self.worker_id, self.slots, self.lanes
+        )
+        listener = asyncio.create_task(wakeups.listen(self.wake, self._set_listening))
+        try:
+            await self._loop()
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        reap_every = max(1.0, settings.REPORTS_LEASE_S / 3)
+        last_reap = -reap_every
+        while not self._stopping:
+            self._wake.clear()  # before looking, so a wake-up during the look is kept
+            try:
+                now = asyncio.get_running_loop().time()
+                if now - last_reap >= reap_every:
+                    await self.reap()
+                    last_reap = now
+                while await self.claim_and_start():
+                    pass
+            except Exception:
+                log.exception("worker loop error; retrying")
+            if not self._wake.is_set():
+                self.idle.set()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
+            self.idle.clear()
+
+    async def shutdown(self) -> None:
+        """Stop claiming; let running attempts end (a lease left behind is reaped)."""
+        self._stopping = True
+        self._wake.set()
+        await self.drain()
+
+    def wake(self) -> None:
+        self._wake.set()
+        self.idle.clear()
+
+    def _set_listening(self, listening: bool) -> None:
+        if listening:
+            self.listening.set()
+        else:
+            self.listening.clear()
+
+    async def _run(self, run: AttemptRun) -> str:
+        claim = run.claim
+        with (
+            logs.bound(
+                task_id=claim.task_id,
+                attempt_id=claim.attempt_id,
+                request_id=claim.request_id,
+                trace_id=claim.trace_id,
+            ),
+            tracing.attempt(claim),
+        ):
+            log_claimed(claim)
+            return await self._run_bound(run)
+
+    async def _run_bound(self, run: AttemptRun) -> str:
+        heartbeat = asyncio.create_task(self._heartbeat(run))
+        try:
+            return await run.run()
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
+            self.running.pop(str(run.claim.attempt_id), None)
+            self._wake.set()
+
+    async def _heartbeat(self, run: AttemptRun) -> None:
+        """Renew the lease every few seconds; pass on a cancel or a lost lease.
+
+        Real time, not the injected clock: the lease expires on the database's clock.
+        """
+        interval = max(0.2, settings.REPORTS_LEASE_S / 5)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if await db(leases.renew_lease)(run.task_id, run.claim.epoch):
+                    run.request_stop("cancel")
+            except leases.LeaseLost:
+                run.request_stop("lease_lost")
+                return
+            except Exception:
+                log.exception("heartbeat of task %s failed; trying again", run.task_id)
+
+
+_embedded: Supervisor | None = None
+
+
+def start_embedded() -> None:
+    """Start the embedded supervisor on the running event loop, once per process."""
+    global _embedded
+    if _embedded is not None or not settings.REPORTS_EMBEDDED_WORKER:
+        return
+    _embedded = Supervisor(slots=settings.REPORTS_EMBEDDED_SLOTS)
+    wakeups.subscribe(wakeups.NEW_TASK, _embedded.wake)
+    task = asyncio.get_running_loop().create_task(
+        _embedded.run_forever(), name="reportline-embedded-worker"
+    )
+    task.add_done_callback(_report_death)
+
+
+def _report_death(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the embedded worker stopped", exc_info=task.exception())
+
+
+def log_claimed(claim: Claim) -> None:
+    log_event(
+        task_log,
+        "attempt.claimed",
+        attempt=claim.number,
+        lane=claim.lane,
+        status="running",
+        # queue_ms is the task's (submit → first claim); wait_ms this attempt's own wait.
+        queue_ms=ms_between(claim.created_at, claim.claimed_at) if claim.number == 1 else None,
+        wait_ms=ms_between(claim.queued_since, claim.claimed_at),
+    )

@@ -1,0 +1,154 @@
+"""Django admin for money: budgets listed and edited, cost shown, unknown costs settled."""
+
+import pytest
+
+from reports import budgets
+from reports.models import Budget, Task
+from reports.providers.base import ProviderError, Retry, TextDelta
+from tests.helpers import run_all
+
+pytestmark = pytest.mark.django_db
+
+BUDGETS = "/admin/reports/budget/"
+
+
+async def drop_after_text(request, clock):
+    yield TextDelta("# Half")
+    raise ProviderError("provider_error", "dropped", retry=Retry.RETRYABLE)
+
+
+@pytest.fixture
+def pending(make_task, scripted_worker) -> Task:
+    """Alice's failed task whose usage is unknown: its reservation is still held."""
+    task = make_task()
+    run_all(scripted_worker(drop_after_text))
+    task.refresh_from_db()
+    assert task.cost_status == "pending_reconciliation"
+    return task
+
+
+def settle_url(task: Task) -> str:
+    return f"/admin/reports/task/{task.pk}/settle/"
+
+
+def test_budgets_are_listed_with_limit_spent_reserved_and_a_link_to_the_tasks(
+    admin_client, make_task, alice
+):
+    task = make_task()
+    page = admin_client.get(BUDGETS)
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "alice" in text and "$5.0000" in text
+    assert budgets.format_usd(task.reserved_micros) in text
+    assert "/admin/reports/task/?q=alice" in text
+
+
+def test_an_admin_raises_a_limit_without_touching_spent_or_reserved(admin_client, make_task, alice):
+    make_task()
+    budget = Budget.objects.get(user=alice)
+    form = admin_client.get(f"{BUDGETS}{budget.pk}/change/")
+    assert form.status_code == 200
+    Budget.objects.filter(pk=budget.pk).update(spent_micros=1_234)  # a task settled meanwhile
+    response = admin_client.post(f"{BUDGETS}{budget.pk}/change/", {"limit_usd": "12.5"})
+    assert response.status_code == 302
+    after = Budget.objects.get(pk=budget.pk)
+    assert (after.limit_micros, after.spent_micros, after.reserved_micros) == (
+        12_500_000,
+        1_234,
+        budget.reserved_micros,
+    )
+
+
+def test_a_limit_below_what_is_spent_and_reserved_is_refused(admin_client, make_task, alice):
+    make_task()
+    budget = Budget.objects.get(user=alice)
+    response = admin_client.post(f"{BUDGETS}{budget.pk}/change/", {"limit_usd": "0.000001"})
+    assert response.status_code == 200
+    assert b"the limit cannot be lower" in response.content
+    assert Budget.objects.get(pk=budget.pk).limit_micros == 5_000_000
+
+
+def test_an_admin_gives_a_user_a_budget(admin_client, bob):
+    response = admin_client.post(f"{BUDGETS}add/", {"user": bob.pk, "limit_usd": "1"})
+    assert response.status_code == 302
+    assert Budget.objects.get(user=bob).limit_micros == 1_000_000
+
+
+def test_a_new_period_sets_spent_back_to_zero(admin_client, make_task, alice, worker):
+    make_task()
+    run_all(worker)
+    assert Budget.objects.get(user=alice).spent_micros > 0
+    admin_client.post(
+        BUDGETS,
+        {"action": "start_new_period", "_selected_action": [Budget.objects.get(user=alice).pk]},
+    )
+    assert Budget.objects.get(user=alice).spent_micros == 0
+
+
+def test_the_task_pages_show_cost_status_and_cost_per_attempt(admin_client, make_task, worker):
+    task = make_task()
+    run_all(worker)
+    task.refresh_from_db()
+    listing = admin_client.get("/admin/reports/task/", {"cost_status__exact": "settled"})
+    assert [t.pk for t in listing.context["cl"].result_list] == [task.pk]
+    page = admin_client.get(f"/admin/reports/task/{task.pk}/change/").content.decode()
+    assert "Settled" in page
+    assert page.count(budgets.format_usd(task.cost_micros)) >= 2  # the task and its attempt
+
+
+def test_settle_by_entering_the_usage(admin_client, pending, alice):
+    page = admin_client.get(f"/admin/reports/task/{pending.pk}/change/")
+    assert settle_url(pending).encode() in page.content
+    assert admin_client.get(settle_url(pending)).status_code == 200
+    response = admin_client.post(
+        settle_url(pending), {"input_tokens": "1000", "output_tokens": "200", "cached_tokens": ""}
+    )
+    assert response.status_code == 302
+    pending.refresh_from_db()
+    cost = budgets.usage_cost(pending.model, 1000, 200, None)
+    assert (pending.cost_status, pending.cost_micros) == ("settled", cost)
+    budget = Budget.objects.get(user=alice)
+    assert (budget.spent_micros, budget.reserved_micros) == (cost, 0)
+
+
+def test_settle_by_accepting_the_reservation(admin_client, pending, alice):
+    held = pending.reserved_micros
+    admin_client.post(settle_url(pending), {})
+    pending.refresh_from_db()
+    assert (pending.cost_status, pending.cost_micros) == ("settled", held)
+    assert Budget.objects.get(user=alice).spent_micros == held
+
+
+def test_settling_a_task_in_reconciliation_marks_it_failed(admin_client, unanswered_task, alice):
+    task = unanswered_task
+    assert task.status == "reconciliation_required"
+    admin_client.post(settle_url(task), {"input_tokens": "500", "output_tokens": "0"})
+    task.refresh_from_db()
+    assert (task.status, task.cost_status) == ("failed", "settled")
+    assert task.cost_micros == budgets.usage_cost(task.model, 500, 0, None)
+    assert Budget.objects.get(user=alice).reserved_micros == 0
+
+
+def test_a_settled_task_is_not_settled_twice(admin_client, pending, alice):
+    admin_client.post(settle_url(pending), {})
+    spent = Budget.objects.get(user=alice).spent_micros
+    response = admin_client.post(settle_url(pending), {"input_tokens": "9", "output_tokens": "9"})
+    assert response.status_code == 302
+    assert Budget.objects.get(user=alice).spent_micros == spent
+
+
+def test_only_staff_with_the_change_permission_settle(client, alice, pending):
+    client.force_login(alice)
+    response = client.post(settle_url(pending), {})
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    pending.refresh_from_db()
+    assert pending.cost_status == "pending_reconciliation"
+
+
+def test_the_attempt_list_shows_each_attempts_cost(admin_client, pending, make_task, worker):
+    done = make_task(content="# Another\n\nA different document, written in full.\n")
+    run_all(worker)
+    done.refresh_from_db()
+    page = admin_client.get("/admin/reports/attempt/").content.decode()
+    assert budgets.format_usd(done.cost_micros) in page
+    assert "unknown" in page  # the pending task's attempt

@@ -1,0 +1,400 @@
+"""GET /api/tasks/<id>/events, SPEC §3: the text/event-stream a script or a page follows.
+
+Every wait here waits on data (with a generous timeout only to fail instead of hanging).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import AsyncClient
+
+from reports import lifecycle, storage
+from reports.models import TERMINAL, Status, Task, TaskEvent
+from reports.streaming import broadcast, sse
+from reports.worker.leases import Claim, claim_next_task
+
+db = sync_to_async
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WAIT_S = 10.0  # only ever reached when the stream misbehaves
+
+
+@dataclass(frozen=True)
+class SSE:
+    id: int
+    event: str
+    data: dict
+
+
+class Stream:
+    """Read a streaming response as SSE events; keep-alive comments are kept apart."""
+
+    def __init__(self, response) -> None:
+        self.response = response
+        self.chunks = aiter(response.streaming_content)
+        self.buffer = ""
+        self.comments: list[str] = []
+        self.closed = False
+
+    async def next(self) -> SSE | None:
+        """Return the next event, or None once the server closed the stream."""
+        while True:
+            while "\n\n" not in self.buffer:
+                try:
+                    chunk = await asyncio.wait_for(anext(self.chunks), WAIT_S)
+                except StopAsyncIteration:
+                    self.closed = True
+                    assert self.buffer == "", f"a torn event at the end: {self.buffer!r}"
+                    return None
+                self.buffer += chunk.decode()
+            block, self.buffer = self.buffer.split("\n\n", 1)
+            fields: dict[str, str] = {}
+            for line in block.split("\n"):
+                if line.startswith(":"):
+                    self.comments.append(line)
+                    continue
+                name, _, value = line.partition(": ")
+                assert name in {"id", "event", "data"} and name not in fields, block
+                fields[name] = value
+            if fields:
+                assert set(fields) == {"id", "event", "data"}, block
+                return SSE(int(fields["id"]), fields["event"], json.loads(fields["data"]))
+
+    async def rest(self) -> list[SSE]:
+        """Read every event up to the end of the stream."""
+        events = []
+        while (event := await self.next()) is not None:
+            events.append(event)
+        return events
+
+    async def close(self) -> None:
+        if not self.closed:
+            await self.chunks.aclose()
+
+
+@pytest.fixture
+async def alice_async(alice) -> AsyncClient:
+    client = AsyncClient()
+    await client.aforce_login(alice)
+    return client
+
+
+async def follow(client: AsyncClient, task_id, query: str = "", **headers) -> Stream:
+    response = await client.get(f"/api/tasks/{task_id}/events{query}", headers=headers)
+    assert response.status_code == 200, response.content
+    return Stream(response)
+
+
+async def finished(make_task, worker, scenario: str = "ok") -> Task:
+    task = await db(make_task)(scenario=scenario)
+    while await worker.claim_and_start():
+        await worker.drain()
+    await worker.drain()
+    return await db(Task.objects.get)(pk=task.pk)
+
+
+def as_triples(events: list[SSE]) -> list[tuple[int, str, dict]]:
+    return [(e.id, e.event, e.data) for e in events]
+
+
+@db
+def stored_events(task: Task) -> list[tuple[int, str, dict]]:
+    return [(e.seq, e.type, e.data) for e in TaskEvent.objects.filter(task=task).order_by("seq")]
+
+
+# --- a finished task ----------------------------------------------------------------------
+
+
+async def test_a_finished_task_streams_every_event_once_in_order_then_closes(
+    alice_async, make_task, worker
+):
+    task = await finished(make_task, worker)
+    response = await alice_async.get(f"/api/tasks/{task.pk}/events")
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/event-stream")
+    assert response["Cache-Control"] == "no-cache"
+    assert response["X-Accel-Buffering"] == "no"
+    events = await Stream(response).rest()
+
+    assert [e.id for e in events] == list(range(1, task.last_seq + 1))
+    assert as_triples(events) == await stored_events(task)
+    types = [e.event for e in events]
+    assert "status" in types and "delta" in types
+    assert [t for t in types if t in TERMINAL] == ["succeeded"]
+    assert types[-1] == "succeeded"
+    assert events[-1].data["result_id"] == str(task.result_id)
+    for event in events:
+        if event.event == "status":
+            assert set(event.data) >= {"status", "attempt"}
+        if event.event == "delta":
+            assert isinstance(event.data["text"], str) and event.data["attempt"] == 1
+    report = storage.result_path(task.result_id).read_text()
+    assert "".join(e.data["text"] for e in events if e.event == "delta") == report
+
+
+async def test_a_failed_task_ends_with_one_failed_event_carrying_its_error(
+    alice_async, make_task, worker
+):
+    task = await finished(make_task, worker, scenario="truncated")
+    events = await (await follow(alice_async, task.pk)).rest()
+
+    assert [e.id for e in events] == list(range(1, len(events) + 1))
+    assert [e.event for e in events if e.event in TERMINAL] == ["failed"]
+    terminal = events[-1]
+    assert terminal.event == "failed"
+    assert terminal.data["error_type"] == "stream_truncated"
+    assert terminal.data["partial"] is True
+    assert any(e.event == "delta" for e in events)
+
+
+async def test_a_cancelled_queued_task_streams_its_one_cancelled_event(alice_async, make_task):
+    task = await db(make_task)()
+    assert await db(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
+
+    events = await (await follow(alice_async, task.pk)).rest()
+
+    assert [(e.id, e.event, e.data["partial"]) for e in events] == [(1, "cancelled", False)]
+
+
+# --- resuming -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "headers", "first"),
+    [
+        ("?after=3", {}, 4),
+        ("", {"Last-Event-ID": "3"}, 4),
+        ("?after=1", {"Last-Event-ID": "5"}, 6),
+        ("?after=5", {"Last-Event-ID": "1"}, 2),
+        ("?after=0", {}, 1),
+    ],
+    ids=["after", "last-event-id", "header-wins-later", "header-wins-earlier", "after-zero"],
+)
+async def test_resuming_sends_exactly_the_events_after_the_resume_point(
+    alice_async, make_task, worker, query, headers, first
+):
+    task = await finished(make_task, worker)
+    events = await (await follow(alice_async, task.pk, query, **headers)).rest()
+
+    assert [e.id for e in events] == list(range(first, task.last_seq + 1))
+    assert as_triples(events) == (await stored_events(task))[first - 1 :]
+
+
+@pytest.mark.parametrize("past", [0, 1, 100])
+async def test_resuming_at_or_past_the_end_of_a_finished_task_closes_at_once(
+    alice_async, make_task, worker, past
+):
+    task = await finished(make_task, worker)
+    stream = await follow(alice_async, task.pk, f"?after={task.last_seq + past}")
+    assert await stream.next() is None
+    assert stream.comments == []
+
+
+@pytest.mark.parametrize(
+    ("query", "headers"),
+    [
+        ("?after=abc", {}),
+        ("?after=-1", {}),
+        ("?after=1.5", {}),
+        ("?after=", {}),
+        ("?after=%C2%B2", {}),  # a superscript two: a digit to str.isdigit, not an integer
+        ("", {"Last-Event-ID": "abc"}),
+        ("?after=2", {"Last-Event-ID": "-1"}),
+    ],
+)
+async def test_a_resume_point_that_is_not_a_non_negative_integer_is_400(
+    alice_async, make_task, query, headers
+):
+    task = await db(make_task)()
+    response = await alice_async.get(f"/api/tasks/{task.pk}/events{query}", headers=headers)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+
+
+async def test_the_stream_needs_credentials_and_ownership(make_task, bob):
+    task = await db(make_task)()
+    anonymous = await AsyncClient().get(f"/api/tasks/{task.pk}/events")
+    assert anonymous.status_code == 401
+    assert anonymous["WWW-Authenticate"] == "Bearer"
+    client = AsyncClient()
+    await client.aforce_login(bob)
+    foreign = await client.get(f"/api/tasks/{task.pk}/events")
+    assert foreign.status_code == 404
+    assert foreign.json() == {"error": {"code": "not_found", "message": "No such task."}}
+
+
+# --- following a running task ---------------------------------------------------------------
+
+
+@db
+def claim(task: Task) -> Claim:
+    found = claim_next_task("sse-test-worker")
+    assert found is not None and found.task_id == task.pk
+    return found
+
+
+@db
+def append(claim: Claim, text: str):
+    event, _ = Task.objects.append_event(
+        claim.task_id, claim.epoch, "delta", {"text": text, "attempt": claim.number}
+    )
+    return event
+
+
+def fail_now(claim: Claim):
+    return Task.objects.transition(
+        claim.task_id,
+        Status.RUNNING,
+        Status.FAILED,
+        expect_epoch=claim.epoch,
+        event=("failed", {"error_type": "provider_error", "partial": True}),
+        error_type="provider_error",
+        error_message="The provider disconnected.",
+    )
+
+
+fail = db(fail_now)
+
+
+async def test_a_live_stream_fills_a_dropped_message_from_the_table_without_gap_or_repeat(
+    alice_async, make_task, settings
+):
+    # No table poll within the test's patience: only the published events wake the stream.
+    settings.REPORTS_POLL_S = 60
+    task = await db(make_task)()
+    running = await claim(task)
+    stream = await follow(alice_async, task.pk)
+
+    first = await stream.next()
+    assert (first.id, first.event, first.data["status"]) == (1, "status", "running")
+
+    hello = await append(running, "Hello ")
+    await broadcast.publish([hello])
+    assert await stream.next() == SSE(2, "delta", {"text": "Hello ", "attempt": 1})
+
+    await append(running, "brave ")  # committed, but its layer message is lost
+    world = await append(running, "world")
+    await broadcast.publish([world])
+    assert await stream.next() == SSE(3, "delta", {"text": "brave ", "attempt": 1})
+    assert await stream.next() == SSE(4, "delta", {"text": "world", "attempt": 1})
+
+    await broadcast.publish([hello, world])  # late duplicates of what was sent
+    terminal = await fail(running)
+    await broadcast.publish([terminal])
+    last = await stream.next()
+    assert (last.id, last.event) == (5, "failed")
+    assert last.data["error_type"] == "provider_error" and last.data["partial"] is True
+    assert await stream.next() is None  # the stream closes after the terminal event
+
+
+async def test_a_live_stream_follows_a_writer_whose_messages_never_arrive(
+    alice_async, make_task, settings
+):
+    settings.REPORTS_POLL_S = 0.05  # the table poll is the only way to learn of new events
+    task = await db(make_task)()
+    running = await claim(task)
+    stream = await follow(alice_async, task.pk)
+    assert (await stream.next()).id == 1
+
+    for i, text in enumerate(["one ", "two ", "three"], start=2):
+        await append(running, text)
+        assert await stream.next() == SSE(i, "delta", {"text": text, "attempt": 1})
+    await fail(running)
+
+    rest = await stream.rest()
+    assert [(e.id, e.event) for e in rest] == [(5, "failed")]
+
+
+async def test_a_task_that_ends_just_as_the_stream_reads_the_table_still_sends_its_end(
+    alice_async, make_task, settings, monkeypatch
+):
+    settings.REPORTS_POLL_S = 0.05
+    task = await db(make_task)()
+    running = await claim(task)
+    read_event = TaskEvent.as_event
+    finished_at_read = []
+
+    def read_while_the_worker_finishes(self):
+        # The worker commits the terminal status and event right after the stream
+        # fetched the events and before it asks whether the task has ended.
+        if not finished_at_read:
+            finished_at_read.append(fail_now(running))
+        return read_event(self)
+
+    monkeypatch.setattr(TaskEvent, "as_event", read_while_the_worker_finishes)
+    events = await (await follow(alice_async, task.pk)).rest()
+
+    assert finished_at_read
+    assert [(e.id, e.event) for e in events] == [(1, "status"), (2, "failed")]
+
+
+async def test_a_stream_resumed_on_a_running_task_continues_live(alice_async, make_task, settings):
+    settings.REPORTS_POLL_S = 60
+    task = await db(make_task)()
+    running = await claim(task)
+    await append(running, "seen ")
+    await append(running, "missed ")
+    stream = await follow(alice_async, task.pk, "", **{"Last-Event-ID": "2"})
+
+    assert await stream.next() == SSE(3, "delta", {"text": "missed ", "attempt": 1})
+    later = await append(running, "later")
+    await broadcast.publish([later])
+    assert await stream.next() == SSE(4, "delta", {"text": "later", "attempt": 1})
+    await broadcast.publish([await fail(running)])
+    assert [e.event for e in await stream.rest()] == ["failed"]
+
+
+async def test_an_idle_stream_sends_keep_alive_comments_never_events(
+    alice_async, make_task, settings, monkeypatch
+):
+    settings.REPORTS_POLL_S = 0.02
+    monkeypatch.setattr(sse, "KEEPALIVE_S", 0.05)
+    task = await db(make_task)()
+    running = await claim(task)
+    stream = await follow(alice_async, task.pk, "?after=1")
+
+    raw = ""
+    while ": ping" not in raw:
+        raw += (await asyncio.wait_for(anext(stream.chunks), WAIT_S)).decode()
+    assert raw.startswith(": ping\n\n")
+    assert "event:" not in raw and "id:" not in raw
+
+    await append(running, "after the pause")
+    assert await stream.next() == SSE(2, "delta", {"text": "after the pause", "attempt": 1})
+    await stream.close()
+
+
+class UnreachableLayer:
+    """A channel layer whose server is down: every call fails."""
+
+    async def new_channel(self, prefix="specific."):
+        raise ConnectionError("layer down")
+
+    async def group_add(self, group, channel):
+        raise ConnectionError("layer down")
+
+    async def group_send(self, group, message):
+        raise ConnectionError("layer down")
+
+
+async def test_with_the_channel_layer_down_the_stream_still_delivers_every_event(
+    alice_async, make_task, settings, monkeypatch
+):
+    settings.REPORTS_POLL_S = 0.05
+    monkeypatch.setattr("reports.streaming.follower.get_channel_layer", UnreachableLayer)
+    monkeypatch.setattr("reports.streaming.broadcast.get_channel_layer", UnreachableLayer)
+    task = await db(make_task)()
+    running = await claim(task)
+    stream = await follow(alice_async, task.pk)
+    assert (await stream.next()).id == 1
+    hello = await append(running, "Hello")
+    await broadcast.publish([hello])  # fails quietly: the text is already in the table
+    assert await stream.next() == SSE(2, "delta", {"text": "Hello", "attempt": 1})
+    await fail(running)
+    assert [(e.id, e.event) for e in await stream.rest()] == [(3, "failed")]

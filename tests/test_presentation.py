@@ -1,0 +1,99 @@
+"""Status wording and wait estimates, from the database as it stands."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db.models import F
+
+from reports import presentation
+from reports.models import Status, Task
+from tests.helpers import submit, task_of
+
+pytestmark = pytest.mark.django_db
+
+
+def test_queue_position_counts_only_earlier_tasks_of_the_same_lane(alice_client):
+    first = task_of(submit(alice_client))
+    second = task_of(submit(alice_client))
+    assert [first.queue_position(), second.queue_position()] == [1, 2]
+
+
+def test_no_wait_estimate_without_history():
+    assert presentation.estimated_wait_s("short", 3) is None
+
+
+def test_wait_estimate_is_the_lanes_median_run_time_times_position_over_slots(
+    alice_client, settings
+):
+    settings.REPORTS_LANE_LIMITS = {"short": 2, "long": 1}
+    for seconds in (10, 20, 30, 400):
+        task = task_of(submit(alice_client, fresh="1"))  # not the earlier report again
+        Task.objects.filter(pk=task.pk).update(
+            status=Status.SUCCEEDED,
+            claimed_at=F("created_at"),
+            finished_at=F("created_at") + timedelta(seconds=seconds),
+        )
+    # median(10, 20, 30, 400) = 25 s; 3rd in line over 2 slots
+    assert presentation.estimated_wait_s("short", 3) == pytest.approx(37.5)
+    assert presentation.estimated_wait_s("long", 1) is None
+
+
+def test_queued_status_says_the_place_in_line_and_the_wait(alice_client, settings):
+    settings.REPORTS_LANE_LIMITS = {"short": 1, "long": 1}
+    done = task_of(submit(alice_client))
+    Task.objects.filter(pk=done.pk).update(
+        status=Status.SUCCEEDED,
+        claimed_at=F("created_at"),
+        finished_at=F("created_at") + timedelta(seconds=40),
+    )
+    task_of(submit(alice_client, fresh="1"))  # not the earlier report again
+    mine = task_of(submit(alice_client, fresh="1"))
+    status = presentation.status_context(mine, {"status": "queued"})
+    assert status["value"] == "queued"
+    assert status["detail"] == "2nd in line, estimated wait about 80 s"
+
+
+def test_a_retry_says_which_attempt_comes_and_why_it_waits(alice_client):
+    task = task_of(submit(alice_client))
+    data = {"status": "queued", "attempt": 1, "retry_after_s": 2, "reason": "rate_limited"}
+    detail = presentation.status_context(task, data)["detail"]
+    assert detail.startswith("attempt 2 — retrying after the provider asked to wait 2 s")
+
+
+def test_a_requeued_lost_attempt_says_it_starts_again(alice_client):
+    task = task_of(submit(alice_client))
+    detail = presentation.status_context(task, {"status": "queued", "attempt": 1})["detail"]
+    assert detail.startswith("attempt 2 — starting again: attempt 1 was interrupted")
+
+
+@pytest.mark.parametrize(
+    ("status", "data", "words"),
+    [
+        ("failed", {"error_type": "provider_error", "partial": True}, "dropped the connection"),
+        ("failed", {"error_type": "stream_truncated", "partial": True}, "ended early"),
+        ("failed", {"error_type": "empty_output", "partial": False}, "without writing any text"),
+        ("failed", {"error_type": "stalled", "partial": False}, "stalled"),
+        ("failed", {"error_type": "timeout", "partial": True}, "timed out"),
+        ("failed", {"error_type": "validation_failed", "partial": True}, "failed validation"),
+        ("cancelled", {"partial": True}, "Cancelled by you."),
+        ("reconciliation_required", {"partial": True}, "Outcome unknown — needs an admin"),
+    ],
+)
+def test_why_a_task_is_incomplete_in_plain_words(status, data, words):
+    said = presentation.incomplete_context(status, data)
+    assert words in said["reason"]
+    expected = "incomplete" if data["partial"] else "No text arrived."
+    assert expected in said["partial"]
+
+
+def test_nothing_is_incomplete_about_success_or_work_in_progress():
+    for status in ("succeeded", "queued", "running", "finalizing"):
+        assert presentation.incomplete_context(status, {}) is None
+
+
+def test_every_error_type_has_plain_words():
+    from reports.models import ErrorType
+
+    assert set(ErrorType.values) <= set(presentation.FAILURES)

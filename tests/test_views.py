@@ -1,0 +1,191 @@
+"""The pages: login, ownership, the hooks of SPEC §5 and a CSP-clean document."""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+import pytest
+
+from reports.models import Task
+from tests.helpers import run_all, submit, task_of
+
+pytestmark = pytest.mark.django_db
+
+
+def assert_no_inline_code(html: str) -> None:
+    """No inline script, event handler attribute or style attribute (CSP allows none)."""
+    for tag in re.findall(r"<script\b[^>]*>", html, flags=re.IGNORECASE):
+        assert " src=" in tag, tag
+    assert not re.search(r"<[^>]*\son[a-z]+\s*=", html, flags=re.IGNORECASE)
+    assert not re.search(r"<[^>]*\sstyle\s*=", html, flags=re.IGNORECASE)
+    assert "<style" not in html.lower()
+
+
+def assert_secure_headers(response) -> None:
+    csp = response["Content-Security-Policy"]
+    assert "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    assert response["X-Content-Type-Options"] == "nosniff"
+
+
+@pytest.mark.parametrize("path", ["/", f"/tasks/{uuid.uuid4()}/"])
+def test_pages_redirect_anonymous_users_to_login(client, path):
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith(f"/accounts/login/?next={path}")
+
+
+def test_login_page_renders_clean(client):
+    response = client.get("/accounts/login/")
+    assert response.status_code == 200
+    assert b'name="username"' in response.content
+    assert_secure_headers(response)
+    assert_no_inline_code(response.content.decode())
+
+
+def test_login_logs_in_and_lands_on_home(client, alice):
+    response = client.post(
+        "/accounts/login/", {"username": "alice", "password": "alice-pass"}, follow=True
+    )
+    assert response.redirect_chain[-1][0] == "/"
+    assert b"data-upload" in response.content
+
+
+def test_home_has_the_upload_form_and_the_users_tasks(alice_client, bob_client, settings):
+    settings.REPORTS_ALLOW_SCENARIOS = True
+    mine = task_of(submit(alice_client))
+    theirs = task_of(submit(bob_client))
+    response = alice_client.get("/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert re.search(r"<form[^>]*data-upload", html)
+    assert 'type="file" name="files" multiple' in html
+    assert 'name="instructions"' in html
+    assert 'select id="upload-scenario" name="scenario"' in html
+    assert re.search(r'data-idempotency-key="[0-9a-f-]{36}"', html)
+    assert f"/tasks/{mine.pk}/" in html
+    assert f"/tasks/{theirs.pk}/" not in html
+    assert 'hx-trigger="every 3s"' in html  # a queued task: the list keeps itself current
+    assert_secure_headers(response)
+    assert_no_inline_code(html)
+
+
+def test_each_render_of_the_form_has_a_fresh_idempotency_key(alice_client):
+    keys = {
+        re.search(r'data-idempotency-key="([^"]+)"', alice_client.get("/").content.decode())[1]
+        for _ in range(2)
+    }
+    assert len(keys) == 2
+
+
+def test_scenario_picker_only_where_allowed(alice_client, settings):
+    settings.REPORTS_ALLOW_SCENARIOS = False
+    assert b'name="scenario"' not in alice_client.get("/").content
+
+
+def test_home_list_fragment_for_htmx(alice_client, worker):
+    task_of(submit(alice_client))
+    run_all(worker)
+    response = alice_client.get("/", headers={"HX-Request": "true"})
+    html = response.content.decode()
+    assert html.lstrip().startswith('<section id="task-list"')
+    assert "data-upload" not in html
+    assert "hx-trigger" not in html  # nothing active: polling stops
+    assert "HX-Request" in response["Vary"]
+
+
+def test_queued_task_page_has_the_hooks(alice_client):
+    task = task_of(submit(alice_client))
+    response = alice_client.get(f"/tasks/{task.pk}/")
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert 'data-task-status="queued"' in html
+    assert "next in line" in html
+    assert re.search(r"data-report-stream[^>]*data-seq=\"0\"", html)
+    assert re.search(r"<article[^>]*data-report-rendered[^>]*hidden", html)
+    assert re.search(r"data-incomplete hidden", html)
+    assert 'data-action="cancel"' in html
+    assert "data-download" not in html
+    assert f'ws-connect="/ws/tasks/{task.pk}/?after=0"' in html
+    assert 'aria-live="polite"' in html
+    assert_secure_headers(response)
+    assert response["Cache-Control"] == "no-store"
+    assert_no_inline_code(html)
+
+
+def test_succeeded_task_page_shows_the_rendered_report_and_download(alice_client, worker):
+    task = task_of(submit(alice_client))
+    run_all(worker)
+    task.refresh_from_db()
+    assert task.status == "succeeded"
+    response = alice_client.get(f"/tasks/{task.pk}/")
+    html = response.content.decode()
+    assert 'data-task-status="succeeded"' in html
+    assert re.search(r"<article[^>]*data-report-rendered(?![^>]*hidden)[^>]*>\s*<h1>", html)
+    assert f'href="/api/tasks/{task.pk}/result"' in html
+    assert "data-download" in html
+    assert 'data-action="cancel"' not in html
+    assert re.search(r"data-report-stream[^>]*hidden", html)
+    assert "ws-connect" not in html  # nothing more will happen
+    assert f'data-seq="{task.last_seq}"' in html
+    assert 'class="align-right"' in html  # the terms table, aligned without inline style
+    assert_no_inline_code(html)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "reason"),
+    [
+        ("error", "dropped the connection"),
+        ("truncated", "stream ended early"),
+        ("empty", "without writing any text"),
+        ("invalid", "failed validation"),
+    ],
+)
+def test_failed_task_page_keeps_the_text_and_says_why(alice_client, worker, scenario, reason):
+    task = task_of(submit(alice_client, scenario=scenario))
+    run_all(worker)
+    task.refresh_from_db()
+    assert task.status == "failed"
+    html = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    assert 'data-task-status="failed"' in html
+    incomplete = re.search(r'<div id="task-incomplete"[^>]*>(.*?)</div>', html, re.S)
+    assert incomplete and "hidden" not in incomplete.group(0).split(">")[0]
+    assert reason in incomplete.group(1)
+    assert re.search(r"<article[^>]*data-report-rendered[^>]*hidden", html)
+    assert "data-download" not in html
+    stream = re.search(r"<div[^>]*data-report-stream[^>]*>(.*?)</div>", html, re.S).group(1)
+    assert bool(stream) is (scenario != "empty")
+    assert_no_inline_code(html)
+
+
+def test_cancelled_task_page_says_cancelled_by_you(alice_client):
+    task = task_of(submit(alice_client))
+    assert alice_client.post(f"/api/tasks/{task.pk}/cancel").status_code == 202
+    html = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    assert 'data-task-status="cancelled"' in html
+    assert "Cancelled by you." in html
+
+
+def test_other_users_task_page_is_404(bob_client, alice_client):
+    task = task_of(submit(alice_client))
+    assert bob_client.get(f"/tasks/{task.pk}/").status_code == 404
+
+
+def test_missing_task_page_is_404(alice_client):
+    assert alice_client.get(f"/tasks/{uuid.uuid4()}/").status_code == 404
+    assert alice_client.get("/tasks/not-a-uuid/").status_code == 404
+
+
+def test_page_is_a_snapshot_at_one_seq(alice_client, worker):
+    """The text shown is exactly what the events up to data-seq say."""
+    task = task_of(submit(alice_client))
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    html = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    seq = int(re.search(r'data-live[^>]*data-seq="(\d+)"', html)[1])
+    assert seq == task.last_seq
+
+
+def test_pages_refuse_post(alice_client):
+    assert alice_client.post("/").status_code == 405

@@ -1,0 +1,79 @@
+"""Chunks of different attempts that are ready together are written together."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async as db
+
+from reports.models import Task, TaskEvent, TaskQuerySet
+from reports.worker import chunk_writes
+from reports.worker.leases import claim_next_task
+
+
+@pytest.fixture
+def batches(monkeypatch) -> list[int]:
+    """Record how many appends each database write carried."""
+    sizes: list[int] = []
+    original = TaskQuerySet.append_events
+
+    def spy(self, appends, **fields):
+        sizes.append(len(appends))
+        return original(self, appends, **fields)
+
+    monkeypatch.setattr(TaskQuerySet, "append_events", spy)
+    return sizes
+
+
+async def running(make_task, count: int):
+    for _ in range(count):
+        await db(make_task)()
+    return [await db(claim_next_task)("w") for _ in range(count)]
+
+
+def delta(claim, text: str):
+    return chunk_writes.append_event(claim.task_id, claim.epoch, "delta", {"text": text})
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_chunks_ready_at_once_go_in_one_write(make_task, batches):
+    claims = await running(make_task, 3)
+    results = await asyncio.gather(*(delta(c, f"text {i}") for i, c in enumerate(claims)))
+    assert batches == [3]
+    for claim, (event, cancel_requested) in zip(claims, results, strict=True):
+        stored = await db(TaskEvent.objects.get)(task_id=claim.task_id, seq=event.seq)
+        assert stored.type == "delta" and stored.data["text"] == event.data["text"]
+        assert not cancel_requested
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_lost_lease_fails_its_own_chunk_only(make_task, batches):
+    kept, lost = await running(make_task, 2)
+    await db(Task.objects.filter(pk=lost.task_id).update)(epoch=lost.epoch + 1)
+    written, refused = await asyncio.gather(delta(kept, "kept"), delta(lost, "lost"))
+    assert batches == [2]
+    assert refused is None
+    assert written[0].data["text"] == "kept"
+    assert not await db(TaskEvent.objects.filter(task_id=lost.task_id, type="delta").exists)()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_two_chunks_of_one_task_keep_their_order(make_task, batches):
+    (claim,) = await running(make_task, 1)
+    first, second = await asyncio.gather(delta(claim, "one "), delta(claim, "two"))
+    assert batches == [1, 1]  # one append per task per write: seqs follow the call order
+    assert second[0].seq == first[0].seq + 1
+    texts = await db(list)(
+        TaskEvent.objects.filter(task_id=claim.task_id, type="delta").values_list("data__text")
+    )
+    assert [t for (t,) in texts] == ["one ", "two"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_cancel_request_is_reported_with_the_chunk(make_task):
+    (claim,) = await running(make_task, 1)
+    task = await db(Task.objects.get)(pk=claim.task_id)
+    await db(Task.objects.filter(pk=claim.task_id).update)(cancel_requested_at=task.created_at)
+    _, cancel_requested = await delta(claim, "x")
+    assert cancel_requested

@@ -1,0 +1,110 @@
+"""`manage.py reportworker` as real processes: killed mid-stream, and stopped by SIGTERM."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from reports import storage
+from reports.models import Attempt, Task, TaskEvent
+from tests.helpers import database_url
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def spawn_worker(tmp_path, settings):
+    """Return a starter of reportworker processes sharing this test's database and files."""
+    settings.REPORTS_STORAGE_DIR = tmp_path / "files"
+    processes = []
+
+    def spawn(slots: int = 2, **env) -> subprocess.Popen:
+        environment = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "project.settings",
+            "DJANGO_SECRET_KEY": "test-only",
+            "DATABASE_URL": database_url(connection.settings_dict),
+            "REPORTS_DATA_DIR": str(tmp_path),
+            "REPORTS_LEASE_S": "2",
+            "REPORTS_POLL_S": "0.05",
+            **env,
+        }
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", "reportworker", "--slots", str(slots)],
+            cwd=ROOT,
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        processes.append(process)
+        return process
+
+    yield spawn
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=10)
+
+
+def wait_for(condition, what: str, timeout: float = 60):
+    """Poll the database until `condition()` is true (bounded), and return its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_a_killed_worker_task_finishes_on_another_as_a_new_attempt(make_task, spawn_worker):
+    task = make_task()
+    pace = {"REPORTS_SIMULATED_TTFT_S": "0", "REPORTS_SIMULATED_TOKENS_PER_S": "40"}
+    workers = {w.pid: w for w in (spawn_worker(**pace), spawn_worker(**pace))}
+    wait_for(
+        lambda: TaskEvent.objects.filter(task=task, type="delta").count() >= 3,
+        "a worker to stream some text",
+    )
+    holder = int(Task.objects.get(pk=task.pk).worker_id.split(":")[1])
+    workers[holder].send_signal(signal.SIGKILL)  # mid-stream, no chance to clean up
+    workers[holder].wait(timeout=10)
+    partial = TaskEvent.objects.attempt_text(task.pk, 1)
+
+    wait_for(
+        lambda: Task.objects.filter(pk=task.pk, status="succeeded").exists(),
+        "the task to succeed on the other worker",
+    )
+    task.refresh_from_db()
+    assert int(task.worker_id.split(":")[1]) != holder
+    first, second = Attempt.objects.filter(task=task).order_by("number")
+    assert (first.status, first.error_type, first.text) == ("interrupted", "worker_lost", partial)
+    assert second.status == "succeeded"
+    saved = storage.result_path(task.result_id).read_text()
+    assert saved == second.text == TaskEvent.objects.attempt_text(task.pk, 2)
+    assert saved.count(partial[:40]) == 1  # the dead attempt's text is not prepended
+    results = list((Path(settings.REPORTS_STORAGE_DIR) / "results").iterdir())
+    assert [p.name for p in results] == [f"{task.result_id}.md"]
+
+
+def test_sigterm_stops_claiming_and_lets_the_running_attempt_finish(make_task, spawn_worker):
+    running = make_task()
+    worker = spawn_worker(
+        slots=1, REPORTS_SIMULATED_TTFT_S="0", REPORTS_SIMULATED_TOKENS_PER_S="100"
+    )
+    wait_for(
+        lambda: TaskEvent.objects.filter(task=running, type="delta").exists(),
+        "the worker to start streaming",
+    )
+    waiting = make_task()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=60) == 0
+    assert Task.objects.get(pk=running.pk).status == "succeeded"
+    assert Task.objects.get(pk=waiting.pk).status == "queued"  # handed on, never half-run

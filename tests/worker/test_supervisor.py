@@ -1,0 +1,396 @@
+"""The worker: claims, caps, cancel, fencing, the reaper, deadlines and stalls."""
+
+import asyncio
+import datetime as dt
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from reports import lifecycle, storage, wakeups
+from reports.models import Attempt, Status, Task, TaskEvent
+from reports.providers.base import Completed, Heartbeat, TextDelta
+from reports.streaming import broadcast
+from reports.worker import leases
+from reports.worker.leases import claim_next_task, reap_expired_leases
+from tests.helpers import REPORT, run_all, whole_report
+
+db = sync_to_async
+async_db = pytest.mark.django_db(transaction=True)
+
+
+def expire_lease(task: Task) -> None:
+    Task.objects.filter(pk=task.pk).update(lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+
+
+def saved_report(task: Task) -> str:
+    task.refresh_from_db()
+    return storage.result_path(task.result_id).read_text()
+
+
+@pytest.mark.django_db
+def test_a_second_claim_finds_nothing_once_the_task_is_taken(make_task):
+    make_task()
+    assert claim_next_task("worker-a") is not None
+    assert claim_next_task("worker-b") is None
+
+
+@pytest.mark.django_db
+def test_claims_respect_lane_and_global_caps(make_task, settings):
+    settings.REPORTS_LANE_LIMITS = {"short": 2, "long": 1}
+    settings.REPORTS_MAX_RUNNING = 3
+    settings.REPORTS_LONG_LANE_BYTES = 1000
+    for _ in range(3):
+        make_task()
+    for _ in range(2):
+        make_task(content="# Long\n\n" + "words and more words. " * 100)
+    claims = [c for c in (claim_next_task("w") for _ in range(5)) if c is not None]
+    assert sorted(c.lane for c in claims) == ["long", "short", "short"]
+    assert Task.objects.filter(status="running").count() == 3
+
+
+@pytest.mark.django_db
+def test_caps_count_live_leases_only(make_task, settings):
+    settings.REPORTS_MAX_RUNNING = 1
+    first, second = make_task(), make_task()
+    assert claim_next_task("w").task_id == first.pk
+    assert claim_next_task("w") is None
+    expire_lease(first)  # its worker died: the slot is free again
+    assert claim_next_task("w").task_id == second.pk
+
+
+@pytest.mark.django_db
+def test_cancel_of_a_queued_task_is_immediate(make_task, alice_client):
+    task = make_task()
+    response = alice_client.post(f"/api/tasks/{task.pk}/cancel")
+    assert response.status_code == 202
+    assert response.json()["status"] == "cancelled"
+    assert alice_client.post(f"/api/tasks/{task.pk}/cancel").status_code == 202
+    assert claim_next_task("w") is None
+    assert list(TaskEvent.objects.filter(task=task).values_list("type", "data")) == [
+        ("cancelled", {"partial": False, "attempt": 0})
+    ]
+
+
+@pytest.mark.django_db
+def test_cancel_of_a_finished_task_is_refused(make_task, alice_client, worker):
+    task = make_task()
+    run_all(worker)
+    response = alice_client.post(f"/api/tasks/{task.pk}/cancel")
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] == "task_finished"
+
+
+@async_db
+async def test_cancel_of_a_running_task_stops_it_and_keeps_partial_text(make_task, scripted_worker):
+    task = await db(make_task)()
+    streaming = asyncio.Event()
+    closed = asyncio.Event()
+
+    async def endless(request, clock):
+        try:
+            yield TextDelta("# Partial\n\nfirst words")
+            await clock.sleep(1)  # past the flush interval
+            yield TextDelta(" more")
+            streaming.set()
+            await asyncio.Event().wait()  # the provider goes quiet, still connected
+        finally:
+            closed.set()
+
+    worker = scripted_worker(endless)
+    assert await worker.claim_and_start()
+    await streaming.wait()
+    assert await db(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
+    await worker.drain()
+    assert closed.is_set()  # the provider stream was closed, not left running
+    task = await db(Task.objects.get)(pk=task.pk)
+    assert task.status == "cancelled"
+    attempt = await db(Attempt.objects.get)(task=task)
+    assert attempt.text == "# Partial\n\nfirst words more"
+    terminal = await db(TaskEvent.objects.filter(task=task).last)()
+    assert (terminal.type, terminal.data["partial"]) == ("cancelled", True)
+
+
+@async_db
+async def test_a_worker_that_lost_its_lease_writes_nothing_more(make_task, scripted_worker):
+    task = await db(make_task)()
+    first_chunk_saved = asyncio.Event()
+    resume = asyncio.Event()
+
+    async def script(request, clock):
+        yield TextDelta("# One\n\n")
+        await clock.sleep(1)
+        first_chunk_saved.set()  # the first text is written at once, before the next item
+        await resume.wait()
+        yield TextDelta("two ")
+        yield TextDelta("three")
+        await clock.sleep(1)
+        yield Completed("stop")
+
+    worker = scripted_worker(script)
+    assert await worker.claim_and_start()
+    await first_chunk_saved.wait()
+    await db(expire_lease)(task)
+    assert await db(reap_expired_leases)()  # back to queued: attempt 1 is over
+    events_before = await db(TaskEvent.objects.filter(task=task).count)()
+    resume.set()
+    await worker.drain()
+    task = await db(Task.objects.get)(pk=task.pk)
+    assert task.status == "queued"
+    assert await db(TaskEvent.objects.filter(task=task).count)() == events_before
+    assert task.result_id is None
+
+
+@pytest.mark.django_db
+def test_renewing_a_lost_lease_raises_lease_lost(make_task):
+    make_task()
+    claim = claim_next_task("w")
+    Task.objects.filter(pk=claim.task_id).update(epoch=claim.epoch + 1)
+    with pytest.raises(leases.LeaseLost):
+        leases.renew_lease(claim.task_id, claim.epoch)
+    assert Task.objects.append_event(claim.task_id, claim.epoch, "delta", {"text": "x"}) is None
+
+
+@pytest.mark.django_db
+def test_reaper_turns_expired_lease_into_new_attempt_then_worker_lost(make_task, settings):
+    settings.REPORTS_MAX_ATTEMPTS = 2
+    task = make_task()
+    for number in (1, 2):
+        claim = claim_next_task("w")
+        assert claim.number == number
+        Task.objects.append_event(
+            claim.task_id, claim.epoch, "delta", {"text": f"part {number}", "attempt": number}
+        )
+        expire_lease(task)
+        assert len(reap_expired_leases()) == 1
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", "worker_lost")
+    attempts = list(Attempt.objects.filter(task=task).values_list("status", "text", "usage_source"))
+    assert attempts == [("interrupted", "part 1", "missing"), ("interrupted", "part 2", "missing")]
+
+
+@pytest.mark.django_db
+def test_reaper_leaves_live_leases_alone(make_task):
+    make_task()
+    claim_next_task("w")
+    assert reap_expired_leases() == []
+
+
+@pytest.mark.django_db
+def test_lost_attempt_needs_reconciliation_when_reruns_are_off(make_task, settings):
+    settings.REPORTS_RERUN_LOST_ATTEMPTS = False
+    task = make_task()
+    claim_next_task("w")
+    expire_lease(task)
+    reap_expired_leases()
+    task.refresh_from_db()
+    assert task.status == "reconciliation_required"
+
+
+@pytest.mark.django_db
+def test_restart_mid_task_reruns_and_the_report_is_the_new_attempts_text_alone(
+    make_task, scripted_worker
+):
+    task = make_task()
+    claim = claim_next_task("dead-worker")
+    Task.objects.append_event(task.pk, claim.epoch, "delta", {"text": "# Half a rep", "attempt": 1})
+    expire_lease(task)  # the process died; nothing renews the lease
+    reap_expired_leases()
+    run_all(scripted_worker(whole_report))
+    task.refresh_from_db()
+    assert task.status == "succeeded"
+    assert saved_report(task) == REPORT
+    first, second = Attempt.objects.filter(task=task).order_by("number")
+    assert (first.status, first.text) == ("interrupted", "# Half a rep")
+    assert (second.status, second.text) == ("succeeded", REPORT)
+    seqs = list(TaskEvent.objects.filter(task=task).values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.django_db
+def test_deadline_counts_time_spent_queued(make_task, worker, settings):
+    settings.REPORTS_TASK_DEADLINE_S = 60
+    task = make_task()
+    Task.objects.filter(pk=task.pk).update(created_at=task.created_at - dt.timedelta(seconds=61))
+    run_all(worker)
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", "timeout")
+
+
+@pytest.mark.django_db
+def test_deadline_stops_a_slow_stream_keeping_its_text(make_task, scripted_worker, settings):
+    settings.REPORTS_TASK_DEADLINE_S = 60
+
+    async def crawl(request, clock):
+        yield TextDelta("# Slow\n\n")
+        while True:
+            await clock.sleep(10)  # ten seconds of the injected clock per word
+            yield TextDelta("word ")
+
+    task = make_task()
+    run_all(scripted_worker(crawl))
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", "timeout")
+    text = Attempt.objects.get(task=task).text
+    assert text.startswith("# Slow") and 4 <= text.count("word") <= 6
+
+
+@pytest.mark.django_db
+def test_heartbeats_without_text_end_as_stalled(make_task, scripted_worker, settings):
+    settings.REPORTS_STALL_TIMEOUT_S = 30
+
+    async def stall(request, clock):
+        yield TextDelta("# Started\n\n")
+        while True:
+            await clock.sleep(5)
+            yield Heartbeat()
+
+    task = make_task()
+    run_all(scripted_worker(stall))
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", "stalled")
+    assert Attempt.objects.get(task=task).text == "# Started\n\n"
+
+
+@pytest.mark.django_db
+def test_no_answer_after_the_request_was_sent_is_an_unknown_outcome(unanswered_task):
+    task = unanswered_task
+    assert task.status == "reconciliation_required"
+    assert claim_next_task("w") is None  # never silently retried
+
+
+@pytest.mark.django_db
+def test_finish_reason_length_counts_as_truncated(make_task, scripted_worker):
+    async def capped(request, clock):
+        yield TextDelta(REPORT)
+        yield Completed("length")
+
+    task = make_task()
+    run_all(scripted_worker(capped))
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", "stream_truncated")
+
+
+@pytest.mark.django_db
+def test_deltas_are_coalesced_into_few_events(make_task, scripted_worker):
+    async def tiny_tokens(request, clock):
+        yield TextDelta("# Title\n\n## Summary\n\nText.\n\n## More\n\n")
+        for _ in range(2000):
+            yield TextDelta("ab ")
+            await clock.sleep(0.005)  # 200 tokens a second
+        yield Completed("stop")
+
+    task = make_task()
+    run_all(scripted_worker(tiny_tokens))
+    deltas = TaskEvent.objects.filter(task=task, type="delta").count()
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
+    assert 10 <= deltas <= 2000 // 15  # about one event per 100 ms, not one per token
+    assert TaskEvent.objects.attempt_text(task.pk, 1) == saved_report(task)
+
+
+@pytest.mark.django_db
+def test_the_first_moments_of_text_go_out_delta_by_delta(make_task, scripted_worker):
+    async def tokens_every_20_ms(request, clock):
+        yield TextDelta("# Title\n\n## Summary\n\nText.\n\n## More\n\n")
+        for i in range(100):
+            await clock.sleep(0.02)
+            yield TextDelta(f"t{i} ")
+        yield Completed("stop")
+
+    task = make_task()
+    run_all(scripted_worker(tokens_every_20_ms))
+    deltas = [e.data["text"] for e in TaskEvent.objects.filter(task=task, type="delta")]
+    # 150 ms of text at a delta every 20 ms: the heading and seven tokens, one event
+    # each (a page shows each in its own frame); after that, about 100 ms a chunk.
+    assert deltas[:8] == ["# Title\n\n## Summary\n\nText.\n\n## More\n\n"] + [
+        f"t{i} " for i in range(7)
+    ]
+    assert len(deltas) <= 8 + 20 + 1  # the other 1.85 s of text: about 19 chunks
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
+
+
+@pytest.mark.django_db
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("clock_reads", [0, 61, 1000, 3000])
+def test_an_attempt_ends_whatever_the_clock_reads(make_task, scripted_worker, clock, clock_reads):
+    # A flush or limit falls due at `start + limit`; at some clock values `now - start`
+    # is then a hair under `limit` (floating point). The runner once waited for that
+    # instant with a zero timeout, forever, and never took the item already waiting.
+    clock.advance(clock_reads)
+    task = make_task()
+    run_all(scripted_worker(whole_report))
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
+    assert saved_report(task) == REPORT
+
+
+@pytest.mark.django_db
+def test_success_is_written_only_after_the_file_is_saved(make_task, worker, monkeypatch):
+    def broken_disk(result_id, text):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(storage, "save_result", broken_disk)
+    task = make_task()
+    run_all(worker)
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", "save_failed")
+    assert Attempt.objects.get(task=task).text  # the whole text stays, marked incomplete
+    assert task.result_id is None
+
+
+def test_status_values_are_the_contract():
+    assert set(Status.values) == {
+        "queued",
+        "running",
+        "finalizing",
+        "succeeded",
+        "failed",
+        "cancelled",
+        "reconciliation_required",
+    }
+
+
+@pytest.mark.django_db
+def test_the_same_file_is_parsed_once_per_owner(make_task, worker, bob, monkeypatch):
+    from reports.parsers.text import TextParser
+
+    calls = []
+    original = TextParser.extract
+    monkeypatch.setattr(
+        TextParser, "extract", lambda self, data: calls.append(1) or original(self, data)
+    )
+    make_task(), make_task()
+    run_all(worker)
+    assert len(calls) == 1
+    make_task(owner=bob)  # never shared across users
+    run_all(worker)
+    assert len(calls) == 2
+    assert set(Task.objects.values_list("status", flat=True)) == {"succeeded"}
+
+
+@async_db
+async def test_text_waiting_when_cancel_arrives_is_kept(make_task, scripted_worker, monkeypatch):
+    task = await db(make_task)()
+    released = asyncio.Event()
+    publish = broadcast.publish
+
+    async def held_publish(events):
+        if any(event.type == "delta" for event in events):
+            await released.wait()  # the runner is busy with the first text…
+        await publish(events)
+
+    monkeypatch.setattr(broadcast, "publish", held_publish)
+
+    async def text_then_cancel(request, clock):
+        yield TextDelta("# Partial\n\nfirst words")
+        yield TextDelta(" and the rest")  # …while this waits in the runner's queue
+        wakeups.notify(request.task_id)  # the user cancels
+        await asyncio.sleep(0)  # the cancel reaches the runner
+        released.set()
+        await asyncio.Event().wait()
+
+    worker = scripted_worker(text_then_cancel)
+    assert await worker.claim_and_start()
+    await worker.drain()
+    task = await db(Task.objects.get)(pk=task.pk)
+    assert task.status == "cancelled"
+    attempt = await db(Attempt.objects.get)(task=task)
+    assert attempt.text == "# Partial\n\nfirst words and the rest"
