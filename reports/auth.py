@@ -20,7 +20,7 @@ SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
 
 class ApiError(Exception):
-    """An error answered as SPEC §3's body: {"error": {"code", "message"}}."""
+    """An error answered as docs/api.md's body: {"error": {"code", "message"}}."""
 
     def __init__(self, status: int, code: str, message: str, headers: dict | None = None):
         super().__init__(message)
@@ -117,7 +117,7 @@ def api_view(methods: set[str]) -> Callable:
             except ApiError as exc:
                 return exc.response()
             # Django's own upload limits, raised when the body is parsed (by the CSRF
-            # check or by the view): answered as SPEC §3 errors, not as an HTML 400.
+            # check or by the view): answered as docs/api.md errors, not as an HTML 400.
             except (TooManyFilesSent, RequestDataTooBig):
                 return ApiError(
                     413, "file_too_large", "The request has too many files or is too large."

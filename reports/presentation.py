@@ -216,7 +216,7 @@ def incomplete_context(status: str, data: dict) -> dict[str, str] | None:
 
 @dataclass
 class EarlierAttempt:
-    """An attempt that a later one replaced (SPEC §2: shown as its own, interrupted)."""
+    """An attempt that a later one replaced (docs/lifecycle.md: shown as its own, interrupted)."""
 
     number: int
     text: str

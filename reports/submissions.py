@@ -69,7 +69,7 @@ class Submission:
 
     @cached_property  # read by reuse, replay and create: the whole request hashed once
     def fingerprint(self) -> str:
-        """Return the digest of what an idempotency key is bound to (SPEC §3)."""
+        """Return the digest of what an idempotency key is bound to (docs/api.md)."""
         digest = hashlib.sha256()
         for upload in self.uploads:
             digest.update(len(upload.data).to_bytes(8, "big"))
@@ -206,7 +206,7 @@ def earlier_result(user, submission: Submission) -> Task | None:
     The same documents (bytes, in order), instructions and scenario — what the content
     fingerprint covers — written by the same model with the same prompt version. Never
     another user's; never when `fresh` asks for a new report; and never in place of a
-    task this idempotency key already made, which is replayed instead (SPEC §3).
+    task this idempotency key already made, which is replayed instead (docs/api.md).
     """
     if submission.fresh or _replay(user, submission) is not None:
         return None

@@ -4,7 +4,7 @@
 file and of all files together as Django's multipart parser hands them over, and stops
 the parse at the first chunk over a limit: the rest of the body is not read, and the
 files received so far are dropped. What was wrong is kept on the request (see
-`stopped`), so that the view answers SPEC §3's 413 instead of mistaking the cut-short
+`stopped`), so that the view answers docs/api.md's 413 instead of mistaking the cut-short
 form for one with no file.
 """
 

@@ -1,4 +1,4 @@
-"""Is a report fit to save? The rules of SPEC §3, "A report is valid when…"."""
+"""Is a report fit to save? The rules of docs/api.md, "A report is valid when…"."""
 
 from __future__ import annotations
 

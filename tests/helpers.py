@@ -113,7 +113,7 @@ def snapshot() -> tuple[int, int, list[Path]]:
 
 
 def assert_refused(response, status: int, code: str, *hints: str) -> dict:
-    """Assert SPEC §3's error answer, with a message that names what was wrong."""
+    """Assert docs/api.md's error answer, with a message that names what was wrong."""
     assert response.status_code == status, response.content
     assert response["Content-Type"] == "application/json"
     body = response.json()

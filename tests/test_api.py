@@ -1,4 +1,4 @@
-"""The JSON API of SPEC §3 as a script sees it: bodies, listing, idempotency, ownership,
+"""The JSON API of docs/api.md as a script sees it: bodies, listing, idempotency, ownership,
 authentication, downloads, timing reports and cancel."""
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ def test_concurrent_duplicates_make_exactly_one_task(alice):
 
 
 def route_calls(task_id):
-    """Every task route of SPEC §3, as (label, method, path, json body)."""
+    """Every task route of docs/api.md, as (label, method, path, json body)."""
     return [
         ("detail", "get", f"/api/tasks/{task_id}", None),
         ("events", "get", f"/api/tasks/{task_id}/events", None),

@@ -1,5 +1,5 @@
 """Random interleavings of create, claim, heartbeat, stream, expire, reap, cancel and
-complete never break the lifecycle's promises (SPEC §2, DESIGN.md's leases)."""
+complete never break the lifecycle's promises (docs/lifecycle.md, docs/architecture.md's leases)."""
 
 import contextlib
 import datetime as dt

@@ -93,7 +93,7 @@ def test_an_idempotency_key_replay_still_answers_with_the_task_it_made(alice_cli
     key = {"Idempotency-Key": "form-1"}
     made = submit(alice_client, headers=key, fresh="1")
     run_all(worker)
-    # The same key: SPEC §3's replay, whatever the reuse rules would offer.
+    # The same key: docs/api.md's replay, whatever the reuse rules would offer.
     again = submit(alice_client, headers=key)
     assert again.status_code == 200
     assert again["Idempotent-Replayed"] == "true"

@@ -1,4 +1,4 @@
-"""POST /api/tasks, SPEC §3: every bad upload refused with its status and code and nothing
+"""POST /api/tasks, docs/api.md: every bad upload refused with its status and code and nothing
 stored; every good one of the five types accepted and turned into a report."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Report validity (SPEC §3): each rule on its own gives exactly one problem."""
+"""Report validity (docs/api.md): each rule on its own gives exactly one problem."""
 
 from __future__ import annotations
 

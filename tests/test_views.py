@@ -1,4 +1,4 @@
-"""The pages: login, ownership, the hooks of SPEC §5 and a CSP-clean document."""
+"""The pages: login, ownership, the hooks of docs/pages.md and a CSP-clean document."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ TERMINAL = frozenset(
 LEASED = (Status.RUNNING, Status.FINALIZING)
 CLAIM_ORDER = ("created_at", "pk")  # oldest first; the id breaks ties within a millisecond
 
-# SPEC §2, the whole table. `reconciliation_required` leaves only by an admin's resolve.
+# docs/lifecycle.md, the whole table. `reconciliation_required` leaves only by an admin's resolve.
 TRANSITIONS: dict[str, frozenset[str]] = {
     Status.QUEUED: frozenset({Status.RUNNING, Status.CANCELLED}),
     Status.RUNNING: frozenset(
@@ -103,4 +103,4 @@ class Lane(models.TextChoices):
 
 
 class IllegalTransition(Exception):
-    """A status change that SPEC §2 does not allow."""
+    """A status change that docs/lifecycle.md does not allow."""

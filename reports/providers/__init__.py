@@ -9,7 +9,7 @@ from django.utils.module_loading import import_string
 from reports.clock import Clock
 from reports.providers.base import Provider
 
-# The ways the simulated provider can misbehave on purpose (SPEC §6), in the table's order.
+# The ways the simulated provider misbehaves on purpose (docs/providers.md), in its table's order.
 SCENARIOS: tuple[str, ...] = (
     "ok",
     "slow",

@@ -1,10 +1,11 @@
 """The `openai` provider: any OpenAI-compatible server, streamed through the official SDK.
 
-The SDK's own retries are off: the task runner owns the one retry policy (DESIGN.md's
-retry table), and this adapter only says what kind of failure each one is. The runner's
-clocks own the time limits too: the read timeout given to the HTTP client is the longer
-of `REPORTS_PROVIDER_RESPONSE_TIMEOUT_S` and `REPORTS_STALL_TIMEOUT_S`, a backstop that
-fires only when the runner's own limits did not.
+The SDK's own retries are off: the task runner owns the one retry policy (the retry
+table of docs/providers.md), and this adapter only says what kind of failure each one
+is. The runner's clocks own the time limits too: the read timeout given to the HTTP
+client is the longer of `REPORTS_PROVIDER_RESPONSE_TIMEOUT_S` and
+`REPORTS_STALL_TIMEOUT_S`, a backstop that fires only when the runner's own limits did
+not.
 """
 
 from __future__ import annotations

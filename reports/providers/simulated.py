@@ -1,6 +1,6 @@
 """A provider that needs no network: streams `write_report`'s text at a model's pace.
 
-Scenarios (SPEC §6) make it misbehave on purpose, for demos and tests. The pace is a
+Scenarios (docs/providers.md) make it misbehave on purpose, for demos and tests. The pace is a
 steady token rate, or a profile modelled on a real provider (`reports.providers.pacing`),
 deterministic for a given seed.
 """

@@ -1,4 +1,4 @@
-"""The task page's live stream: `/ws/tasks/<task_id>/?after=<seq>` (SPEC §4).
+"""The task page's live stream: `/ws/tasks/<task_id>/?after=<seq>` (docs/api.md).
 
 Thin: it checks who is asking, follows the task's events with a `Follower` (replay
 after `seq`, then live, gaps filled from the table) and renders them for the page.

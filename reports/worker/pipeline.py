@@ -1,8 +1,8 @@
 """One attempt of one task: parse → prepare → generate → validate, render, save.
 
-The runner, not the provider, decides what a failure means (DESIGN.md's retry
-table). Every write is fenced by the attempt's epoch: when one changes zero rows the
-lease is gone, and the attempt stops without writing anything more.
+The runner, not the provider, decides what a failure means (the retry table of
+docs/providers.md). Every write is fenced by the attempt's epoch: when one changes zero
+rows the lease is gone, and the attempt stops without writing anything more.
 """
 
 from __future__ import annotations

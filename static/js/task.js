@@ -96,7 +96,7 @@
     }
   }
 
-  // SPEC §2: a new attempt replaces the text shown; the earlier one stays, as its own.
+  // docs/lifecycle.md: a new attempt replaces the text shown; the earlier one stays, as its own.
   function startAttempt(number) {
     if (textNode.data) {
       var details = document.createElement("details");
@@ -319,7 +319,7 @@
       });
   });
 
-  // --- submit to first text on screen (SPEC: frontend_first_text_ms) -------------------
+  // --- submit to first text on screen (docs/api.md: frontend_first_text_ms) -------------------
 
   var timingKey = "reportline:submitted:" + taskId;
   var timingDone = false;

@@ -1,4 +1,4 @@
-"""Every allowed and every forbidden status change of SPEC §2, through the one helper."""
+"""Every allowed and every forbidden status change of docs/lifecycle.md, through the one helper."""
 
 import itertools
 

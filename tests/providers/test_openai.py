@@ -1,7 +1,7 @@
 """The `openai` provider through the real runner and worker, against a local server that
 speaks the OpenAI streaming wire protocol over real sockets.
 
-`CASES` is the retry table of DESIGN.md, one row per fault: the state, error type and
+`CASES` is the retry table of docs/providers.md, one row per fault: the state, error type and
 attempt count each one ends in.
 """
 

@@ -1,6 +1,6 @@
 """Hostile input at every door of POST /api/tasks and of the parse stage.
 
-Each attack is answered with its SPEC §3 status and code and a message that says what was
+Each attack is answered with its docs/api.md status and code and a message that says what was
 wrong (or, for what only the parse stage can see, `failed` / `invalid_input`), nothing is
 half-created, and the server still turns a good upload into a report afterwards.
 """

@@ -1,4 +1,4 @@
-"""GET /api/tasks/<id>/events, SPEC §3: the text/event-stream a script or a page follows.
+"""GET /api/tasks/<id>/events, docs/api.md: the text/event-stream a script or a page follows.
 
 Every wait here waits on data (with a generous timeout only to fail instead of hanging).
 """

@@ -1,4 +1,4 @@
-"""Each simulated scenario of SPEC §6, through the whole chain: API → worker → API."""
+"""Each simulated scenario of docs/providers.md, through the whole chain: API → worker → API."""
 
 import pytest
 
