@@ -19,6 +19,7 @@ from reports.models.states import (
     TRANSITIONS,
     AttemptStatus,
     CostStatus,
+    ErrorType,
     IllegalTransition,
     Lane,
     Status,
@@ -209,7 +210,7 @@ class Task(models.Model):
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     last_seq = models.PositiveBigIntegerField(default=0)
 
-    error_type = models.CharField(max_length=32, blank=True)
+    error_type = models.CharField(max_length=32, choices=ErrorType.choices, blank=True)
     error_message = models.TextField(blank=True)
     result_id = models.UUIDField(null=True, blank=True, unique=True)
     result_sha256 = models.CharField(max_length=64, blank=True)
@@ -292,7 +293,7 @@ class Attempt(models.Model):
     status = models.CharField(
         max_length=32, choices=AttemptStatus.choices, default=AttemptStatus.RUNNING
     )
-    error_type = models.CharField(max_length=32, blank=True)
+    error_type = models.CharField(max_length=32, choices=ErrorType.choices, blank=True)
     error_message = models.TextField(blank=True)
     retry_after_s = models.FloatField(null=True, blank=True)
     started_at = models.DateTimeField(db_default=Now())
