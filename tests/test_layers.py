@@ -20,6 +20,7 @@ LAYERS = [
         [
             "reports.models",
             "reports.clock",
+            "reports.lanes",
             "reports.storage",
             "reports.validation",
             "reports.rendering",
