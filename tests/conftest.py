@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import logging
+
 import pytest
 from django.test import Client
 
 from reports.clock import FakeClock
 from reports.models import ApiToken, Task
+from reports.observability.logs import JsonFormatter
 from reports.worker.supervisor import Supervisor
 from tests.helpers import SAMPLE, ScriptedProvider, make_submission, run_all, silent
 
@@ -65,6 +69,17 @@ def scripted_worker(clock):
         return Supervisor(slots=4, clock=clock, provider=ScriptedProvider(script, clock))
 
     return make
+
+
+@pytest.fixture
+def logged():
+    """The stream of the handler settings.LOGGING configures, as the server writes it."""
+    handler = logging.getLogger("reports").handlers[0]
+    assert isinstance(handler.formatter, JsonFormatter)
+    stream = io.StringIO()
+    previous = handler.setStream(stream)
+    yield stream
+    handler.setStream(previous)
 
 
 @pytest.fixture

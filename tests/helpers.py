@@ -4,6 +4,7 @@ scripted providers."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
@@ -149,3 +150,8 @@ def database_url(db: dict) -> str:
         return f"sqlite:///{db['NAME']}"
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
     return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+def lines_of(stream: io.StringIO) -> list[dict]:
+    """Parse every line the configured handler wrote; each must be one JSON object."""
+    return [json.loads(line) for line in stream.getvalue().splitlines()]

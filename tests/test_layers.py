@@ -82,15 +82,9 @@ def module_name(path: Path) -> str:
 
 
 def imports_of(path: Path) -> set[str]:
-    """Return the reports modules `path` imports, anywhere in the file."""
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.startswith("reports.")}
+    """Return the reports modules `path` imports, anywhere in the file (a name imported
+    from a package counts as its submodule when it is one)."""
+    return {name for name in imports_of_any(path, submodules=True) if name.startswith("reports.")}
 
 
 def graph() -> dict[str, set[str]]:
@@ -216,3 +210,27 @@ def test_the_checker_sees_a_circle_and_an_upward_import():
     assert cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
     assert layer_of("reports.models.tasks") < layer_of("reports.worker.pipeline")
     assert layer_of("reports.api") == 3 and "reports.api" in WEB
+
+
+def test_no_test_module_imports_another_test_module_or_a_conftest():
+    tests = ROOT / "tests"
+    found = [
+        f"{path.relative_to(ROOT)} → {name}"
+        for path in tests.rglob("*.py")
+        for name in imports_of_any(path)
+        if name.startswith("tests.") and name.rsplit(".", 1)[-1].startswith(("test_", "conftest"))
+    ]
+    assert found == []
+
+
+def imports_of_any(path: Path, *, submodules: bool = False) -> set[str]:
+    """Return the modules `path` imports, anywhere in the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            if submodules:
+                found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return found

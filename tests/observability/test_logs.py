@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 
-import pytest
-
 from reports.models import Attempt
-from reports.observability.logs import JsonFormatter, bound, log_event
-from tests.helpers import run_all, submit, task_of, upload
+from reports.observability.logs import bound, log_event
+from tests.helpers import lines_of, run_all, submit, task_of, upload
 
 # Every field issue 6 names, to be found in the lines of one task's life.
 FIELDS = {
@@ -39,22 +36,6 @@ SECRET_DOCUMENT = (
     "## Plans\n\nTurbines near the narrow entrance produce steady power for hours.\n"
 )
 SECRET_INSTRUCTIONS = "Mention the pelican ledger of Quimper"
-
-
-def lines_of(stream: io.StringIO) -> list[dict]:
-    """Parse every line the configured handler wrote; each must be one JSON object."""
-    return [json.loads(line) for line in stream.getvalue().splitlines()]
-
-
-@pytest.fixture
-def logged():
-    """The stream of the handler settings.LOGGING configures, as the server writes it."""
-    handler = logging.getLogger("reports").handlers[0]
-    assert isinstance(handler.formatter, JsonFormatter)
-    stream = io.StringIO()
-    previous = handler.setStream(stream)
-    yield stream
-    handler.setStream(previous)
 
 
 def test_one_tasks_life_has_every_field_joined_by_task_and_attempt(
