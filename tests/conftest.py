@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from reports import lanes
 from reports.clock import FakeClock
 from reports.models import ApiToken, Task
 from reports.worker.supervisor import Supervisor
@@ -16,6 +17,18 @@ def private_storage(settings, tmp_path):
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
     settings.REPORTS_ALLOW_SCENARIOS = True
     settings.REPORTS_EMBEDDED_WORKER = False
+
+
+@pytest.fixture(autouse=True)
+def worker_lane_in_test_transaction(request, monkeypatch):
+    """Run the worker's own lane on the shared database thread in a test that runs inside
+    one transaction: its rows exist on that connection only, and it holds the lock."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or (
+        marker is not None and (marker.kwargs.get("transaction") or marker.args[:1] == (True,))
+    )
+    if not transactional:
+        monkeypatch.setattr(lanes, "on_worker_lane", lanes.on_shared_db)
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
-from asgiref.sync import sync_to_async as db
-
+from reports import lanes
 from reports.models import Event, Task
 
 _writers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -66,7 +65,8 @@ class _Writer:
                 batch = self._next_batch()
                 appends = [append for append, _, _ in batch]
                 try:
-                    results = await db(Task.objects.append_events)(appends, **batch[0][1])
+                    write = lanes.on_worker_lane(Task.objects.append_events)
+                    results = await write(appends, **batch[0][1])
                 except Exception as exc:
                     results = [exc] * len(batch)
                 for (_, _, future), result in zip(batch, results, strict=True):
