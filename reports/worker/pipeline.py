@@ -19,7 +19,7 @@ from django.db.models.functions import Coalesce, Now
 
 from reports import lanes, rendering, storage, wakeups
 from reports.clock import Clock
-from reports.models import Stage, Status, Task
+from reports.models import ErrorType, Stage, Status, Task
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.parsers.base import ParseError
@@ -105,8 +105,26 @@ class AttemptRun:
         except LeaseLost:
             log_event(log, "attempt.lease_lost", logging.WARNING, status="lease_lost")
             return "lease_lost"
+        except Exception:
+            log.exception("attempt of task %s raised", self.task_id)
+            return await self._end_raised()
         finally:
             wakeups.unsubscribe(self.task_id)
+
+    async def _end_raised(self) -> str:
+        """End an attempt that raised at once, keeping its text, rather than leave its task
+        `running` until the reaper finds the lease expired."""
+        outcome = Outcome(
+            Status.FAILED, ErrorType.WORKER_ERROR, "An internal error stopped the report."
+        )
+        try:
+            await self._end(outcome)
+        except LeaseLost:
+            return "lease_lost"
+        except Exception:  # the database is gone too: the lease expires and the reaper ends it
+            log.exception("the end of the attempt of task %s could not be written", self.task_id)
+            return "lease_lost"
+        return outcome.status
 
     async def _stages(self) -> Outcome:
         if self.clock.monotonic() >= self.deadline:
