@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.db import connections
 from django.test import Client
 
 from reports import lanes
@@ -29,6 +31,11 @@ def worker_lane_in_test_transaction(request, monkeypatch):
     )
     if not transactional:
         monkeypatch.setattr(lanes, "on_worker_lane", lanes.on_shared_db)
+        yield
+        return
+    yield
+    # The lane's thread outlives the test: its connection must not hold the test database.
+    async_to_sync(lanes.on_worker_lane(connections.close_all))()
 
 
 @pytest.fixture
