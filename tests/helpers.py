@@ -4,8 +4,10 @@ scripted providers."""
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
+import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 from django.test import Client
@@ -149,3 +151,14 @@ def database_url(db: dict) -> str:
         return f"sqlite:///{db['NAME']}"
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
     return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+def wait_for(condition, what: str, timeout: float = 60):
+    """Poll the database until `condition()` is true (bounded), and return its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")

@@ -25,7 +25,7 @@ from reports.streaming import broadcast
 from reports.submissions import Submission, Upload
 from reports.worker.leases import reap_expired_leases
 from reports.worker.supervisor import Supervisor
-from tests.helpers import ScriptedProvider
+from tests.helpers import ScriptedProvider, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -154,7 +154,8 @@ async def stream_beside(worker: Supervisor, streams: Streams, streaming: Task, m
         lambda: Task.objects.filter(pk=other.pk, finished_at__isnull=False).exists(),
         "the other task to end",
     )
-    await wait_until(lambda: deltas(streaming) >= 5, "text after it")
+    flowed = await elsewhere(lambda: deltas(streaming))
+    await wait_until(lambda: deltas(streaming) >= flowed + 5, "text after it")
     streams.stop()
     await worker.drain()
     return await sync_to_async(Task.objects.get)(pk=other.pk)
@@ -274,3 +275,44 @@ def test_a_dropped_connection_does_not_kill_the_worker_lane(make_task):
         except Exception:
             answers.append(None)
     assert answers[-1] not in (None, dropped)
+
+
+def test_in_a_reportworker_a_slow_document_neither_stops_another_stream_nor_its_lease(
+    alice, make_task, spawn_worker
+):
+    """The scale-out layout: one reportworker process on PostgreSQL runs both tasks, and
+    this test reaps expired leases meanwhile, as the other workers would."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the scale-out layout runs on PostgreSQL")
+    streaming = make_task()
+    spawn_worker(
+        slots=2,
+        REPORTS_SIMULATED_TTFT_S="0",
+        REPORTS_SIMULATED_TOKENS_PER_S="25",  # about ten seconds of text
+        REPORTS_PARSE_TIMEOUT_S=str(PARSE_TIMEOUT_S),
+    )
+    wait_for(lambda: deltas(streaming) >= 5, "the worker to stream")
+    slow = submit_file(alice, "slow.pdf", slow_pdf())
+    reaped = []
+
+    def slow_task_ended() -> bool:
+        reaped.extend(reap_expired_leases())
+        return Task.objects.filter(pk=slow.pk, finished_at__isnull=False).exists()
+
+    wait_for(slow_task_ended, "the slow document's task to end")
+    wait_for(
+        lambda: Task.objects.filter(pk=streaming.pk, finished_at__isnull=False).exists(),
+        "the stream to end",
+    )
+
+    slow.refresh_from_db()
+    streaming.refresh_from_db()
+    assert slow.worker_id == streaming.worker_id  # one process ran both
+    assert (slow.status, slow.error_type) == ("failed", "invalid_input")
+    assert (slow.finished_at - slow.claimed_at).total_seconds() >= PARSE_TIMEOUT_S * 0.9
+    assert reaped == []
+    assert streaming.status == Status.SUCCEEDED
+    assert list(Attempt.objects.filter(task=streaming).values_list("status", flat=True)) == [
+        "succeeded"
+    ]
+    assert largest_gap_s(streaming) < MAX_GAP_S
