@@ -32,8 +32,8 @@ _blocking = ThreadPoolExecutor(BLOCKING_THREADS, thread_name_prefix="reportline-
 # One thread, so its connection is one (Django's connections are per thread) and its
 # writes keep the order they were called in.
 _worker_lane = ThreadPoolExecutor(1, thread_name_prefix="reportline-worker-lane")
-CONNECTION_CHECK_S = 5.0  # how often the lane's idle connection is checked for age and health
-_last_check = [float("-inf")]  # touched by the lane's one thread only
+CONNECTION_CHECK_S = 5.0  # how often the lane's connection is checked for age and health
+_checked_at = float("-inf")  # when it last was; read and written by the lane's thread only
 
 
 def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
@@ -66,9 +66,10 @@ def _keeping_connection[**P, R](fn: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(fn)
     def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        global _checked_at
         now = time.monotonic()
-        if now - _last_check[0] >= CONNECTION_CHECK_S:
-            _last_check[0] = now
+        if now - _checked_at >= CONNECTION_CHECK_S:
+            _checked_at = now
             close_old_connections()
         try:
             return fn(*args, **kwargs)
