@@ -317,3 +317,41 @@ def test_in_a_reportworker_a_slow_document_neither_stops_another_stream_nor_its_
         "succeeded"
     ]
     assert largest_gap_s(streaming) < MAX_GAP_S
+
+
+def test_in_a_reportworker_a_long_report_being_checked_does_not_stop_another_stream(
+    alice, make_task, spawn_worker
+):
+    """The scale-out layout, with the browser tests' `long` provider: one task's report of
+    about 145 KB arrives in seconds and is validated and rendered while another streams."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the scale-out layout runs on PostgreSQL")
+    streaming = make_task(scenario="slow")  # ten tokens a second, for minutes
+    spawn_worker(
+        slots=2,
+        DJANGO_SETTINGS_MODULE="tests.browser.settings",
+        REPORTS_PROVIDER="long",
+        TEST_LONG_REPORT_CHARS="145000",  # under the output cap of the `long` settings
+        TEST_LONG_REPORT_TTFT_S="0",
+    )
+    wait_for(lambda: deltas(streaming) >= 5, "the worker to stream")
+    long = make_task(content="# Long, please\n\nA long one.\n")
+    reaped = []
+
+    def long_task_ended() -> bool:
+        reaped.extend(reap_expired_leases())
+        return Task.objects.filter(pk=long.pk, finished_at__isnull=False).exists()
+
+    wait_for(long_task_ended, "the long report's task to end", timeout=120)
+    flowed = deltas(streaming)
+    wait_for(lambda: deltas(streaming) >= flowed + 5, "text after it")
+
+    long.refresh_from_db()
+    streaming.refresh_from_db()
+    assert long.worker_id == streaming.worker_id  # one process ran both
+    assert long.status == Status.SUCCEEDED
+    stage_ms = Attempt.objects.get(task=long).stage_ms
+    assert stage_ms["validate"] + stage_ms["render"] > MAX_GAP_S * 1000 / 2, stage_ms
+    assert reaped == []
+    assert streaming.status == Status.RUNNING
+    assert largest_gap_s(streaming) < MAX_GAP_S
