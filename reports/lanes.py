@@ -5,6 +5,10 @@ name at the call site says which:
 
 * `on_shared_db` — the process's one shared database thread (Django's thread-sensitive
   `sync_to_async`): short queries only, never a file, a parse or a wait on something slow.
+* `on_worker_lane` — one thread of the worker's own, with its own database connection:
+  lease renewals, chunk writes and the end of an attempt. What keeps running attempts
+  alive and their text flowing never queues behind page reads, admin queries or a slow
+  call on the shared thread.
 * `in_blocking_pool` — a small bounded pool of threads for slow or CPU-bound work that
   touches no database: waiting for a sandboxed parse, validation, Markdown rendering,
   hashing, file and object-store I/O. Sized from the cores, so a burst of big documents
@@ -13,14 +17,23 @@ name at the call site says which:
 
 from __future__ import annotations
 
+import functools
 import os
+import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
+from django.db import close_old_connections
 
 BLOCKING_THREADS = max(2, min(8, (os.cpu_count() or 1) * 2))
 _blocking = ThreadPoolExecutor(BLOCKING_THREADS, thread_name_prefix="reportline-blocking")
+
+# One thread, so its connection is one (Django's connections are per thread) and its
+# writes keep the order they were called in.
+_worker_lane = ThreadPoolExecutor(1, thread_name_prefix="reportline-worker-lane")
+CONNECTION_CHECK_S = 5.0  # how often the lane's connection is checked for age and health
+_checked_at = float("-inf")  # when it last was; read and written by the lane's thread only
 
 
 def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
@@ -28,6 +41,40 @@ def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     return sync_to_async(fn, thread_sensitive=True)
 
 
+def on_worker_lane[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """Run `fn` on the worker's own thread and connection: lease and chunk writes.
+
+    `async_to_sync` inside `fn` still reaches the event loop that awaits it (asgiref's
+    SyncToAsync records it for its threads), so what `fn` broadcasts on commit goes out.
+    """
+    return SyncToAsync(_keeping_connection(fn), thread_sensitive=False, executor=_worker_lane)
+
+
 def in_blocking_pool[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """Run `fn` in the bounded pool for slow work that touches no database."""
     return sync_to_async(fn, thread_sensitive=False, executor=_blocking)
+
+
+def _keeping_connection[**P, R](fn: Callable[P, R]) -> Callable[P, R]:
+    """Wrap `fn` so the lane's long-lived connection stays usable.
+
+    What request signals do for the web's connections: a connection past CONN_MAX_AGE
+    is replaced, and one that failed is checked and dropped, so a connection the server
+    closed costs one failed call, never the lane. Checked every few seconds rather
+    than per call: a health check is a round trip of its own.
+    """
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        global _checked_at
+        now = time.monotonic()
+        if now - _checked_at >= CONNECTION_CHECK_S:
+            _checked_at = now
+            close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            close_old_connections()
+            raise
+
+    return call

@@ -77,6 +77,7 @@ FAILURES = {
         "the worker stopped responding",
         "The worker writing the report stopped responding, and no attempts were left.",
     ),
+    "worker_error": ("an internal error", "Something went wrong on our side; the report stopped."),
 }
 CANCELLED = "Cancelled by you."
 UNKNOWN_OUTCOME = (

@@ -6,8 +6,11 @@ import io
 import logging
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.db import connections
 from django.test import Client
 
+from reports import lanes
 from reports.clock import FakeClock
 from reports.models import ApiToken, Task
 from reports.observability.logs import JsonFormatter
@@ -20,6 +23,23 @@ def private_storage(settings, tmp_path):
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
     settings.REPORTS_ALLOW_SCENARIOS = True
     settings.REPORTS_EMBEDDED_WORKER = False
+
+
+@pytest.fixture(autouse=True)
+def worker_lane_in_test_transaction(request, monkeypatch):
+    """Run the worker's own lane on the shared database thread in a test that runs inside
+    one transaction: its rows exist on that connection only, and it holds the lock."""
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or (
+        marker is not None and (marker.kwargs.get("transaction") or marker.args[:1] == (True,))
+    )
+    if not transactional:
+        monkeypatch.setattr(lanes, "on_worker_lane", lanes.on_shared_db)
+        yield
+        return
+    yield
+    # The lane's thread outlives the test: its connection must not hold the test database.
+    async_to_sync(lanes.on_worker_lane(connections.close_all))()
 
 
 @pytest.fixture

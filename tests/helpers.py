@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from pathlib import Path
 
+import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 from django.test import Client
@@ -155,3 +157,12 @@ def database_url(db: dict) -> str:
 def lines_of(stream: io.StringIO) -> list[dict]:
     """Parse every line the configured handler wrote; each must be one JSON object."""
     return [json.loads(line) for line in stream.getvalue().splitlines()]
+def wait_for(condition, what: str, timeout: float = 60):
+    """Poll the database until `condition()` is true (bounded), and return its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")

@@ -60,6 +60,7 @@ class ErrorType(models.TextChoices):
     INVALID_INPUT = "invalid_input"
     BUDGET_EXHAUSTED = "budget_exhausted"
     WORKER_LOST = "worker_lost"
+    WORKER_ERROR = "worker_error"  # the attempt raised: a bug or a broken file, not the provider
 
 
 class AttemptStatus(models.TextChoices):

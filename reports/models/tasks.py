@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connections, models, transaction
 from django.db.models import F, Q, Subquery
 from django.db.models.functions import Now
+from django.db.models.sql import UpdateQuery
 
 from reports.models.states import (
     ADMIN_RESOLUTIONS,
@@ -129,44 +131,95 @@ class TaskQuerySet(models.QuerySet):
         return self.append_events([(task_id, epoch, event_type, data)], **fields)[0]
 
     def append_events(self, appends, **fields) -> list[tuple[Event, bool] | None]:
-        """`append_event` for many tasks (each at most once) in three statements.
+        """`append_event` for many tasks (each at most once), fenced per task.
 
         `appends` holds (task_id, epoch, event_type, data). One conditional UPDATE
-        renews every lease still held; the rows are then read back (a row not updated
-        cannot have come back to its epoch: epochs only grow) and the events inserted
-        together. Return, per append, (event, cancel_requested), or None when that
-        task's lease was lost.
+        renews every lease still held and takes each task's next seq, and the events of
+        the tasks it updated are inserted. Return, per append, (event, cancel_requested),
+        or None when that task's lease was lost: its event is not written.
         """
-        held = Q(pk__in=[])
-        for task_id, epoch, _, _ in appends:
-            held |= Q(pk=task_id, epoch=epoch)
-        with transaction.atomic():
-            self.filter(held, status__in=LEASED).update(
-                last_seq=F("last_seq") + 1,
-                lease_expires_at=db_now_plus(settings.REPORTS_LEASE_S),
-                **fields,
-            )
-            rows = {
-                str(row["pk"]): row
-                for row in self.filter(pk__in=[a[0] for a in appends]).values(
-                    "pk", "epoch", "status", *_EVENT_FIELDS, "cancel_requested_at"
-                )
-            }
-            results: list[tuple[Event, bool] | None] = []
-            for task_id, epoch, event_type, data in appends:
-                row = rows.get(str(task_id))
-                if row is None or row["epoch"] != epoch or row["status"] not in LEASED:
-                    results.append(None)
-                    continue
-                event = Event(
-                    task_id, row["last_seq"], event_type, {"attempt": row["attempt_count"], **data}
-                )
-                results.append((event, row["cancel_requested_at"] is not None))
-            TaskEvent.objects.bulk_create(
-                TaskEvent(task_id=e.task_id, seq=e.seq, type=e.type, data=e.data)
-                for e, _ in filter(None, results)
-            )
+        renew = self.filter(_held(appends), status__in=LEASED)
+        changes = {
+            "last_seq": F("last_seq") + 1,
+            "lease_expires_at": db_now_plus(settings.REPORTS_LEASE_S),
+            **fields,
+        }
+        if connections[self.db].vendor == "postgresql":
+            rows = _append_in_one_statement(renew, changes, appends)
+        else:
+            rows = _append_in_three_statements(renew, changes, appends)
+        results: list[tuple[Event, bool] | None] = []
+        for task_id, _, event_type, data in appends:
+            row = rows.get(str(task_id))
+            if row is None:
+                results.append(None)
+                continue
+            last_seq, attempt_count, cancel_requested_at = row
+            event = Event(task_id, last_seq, event_type, {"attempt": attempt_count, **data})
+            results.append((event, cancel_requested_at is not None))
         return results
+
+
+def _held(appends) -> Q:
+    held = Q(pk__in=[])
+    for task_id, epoch, _, _ in appends:
+        held |= Q(pk=task_id, epoch=epoch)
+    return held
+
+
+def _append_in_three_statements(renew: TaskQuerySet, changes: dict, appends) -> dict:
+    """Update, read back, insert: a row not updated cannot have come back to its epoch
+    (epochs only grow), so one read back at its epoch, still leased, was renewed here."""
+    epochs = {str(task_id): epoch for task_id, epoch, _, _ in appends}
+    with transaction.atomic(using=renew.db):
+        renew.update(**changes)
+        rows = {}
+        for pk, epoch, status, *row in Task.objects.filter(pk__in=list(epochs)).values_list(
+            "pk", "epoch", "status", *_EVENT_FIELDS, "cancel_requested_at"
+        ):
+            if epoch == epochs[str(pk)] and status in LEASED:
+                rows[str(pk)] = tuple(row)
+        TaskEvent.objects.bulk_create(
+            TaskEvent(
+                task_id=task_id,
+                seq=rows[str(task_id)][0],
+                type=event_type,
+                data={"attempt": rows[str(task_id)][1], **data},
+            )
+            for task_id, _, event_type, data in appends
+            if str(task_id) in rows
+        )
+    return rows
+
+
+def _append_in_one_statement(renew: TaskQuerySet, changes: dict, appends) -> dict:
+    """One statement, so one round trip: the fenced UPDATE … RETURNING feeds the INSERT of
+    the events in a CTE, and only the tasks it updated get one (PostgreSQL)."""
+    query = renew.query.chain(UpdateQuery)
+    query.add_update_values(changes)
+    update_sql, update_params = query.get_compiler(renew.db).as_sql()
+    table = Task._meta.db_table
+    events = ", ".join(["(%s::uuid, %s, %s::jsonb)"] * len(appends))
+    event_params = []
+    for task_id, _, event_type, data in appends:
+        event_params += [str(task_id), event_type, json.dumps(data)]
+    sql = f"""
+        WITH renewed AS (
+            {update_sql}
+            RETURNING {table}.id, {table}.last_seq, {table}.attempt_count,
+                {table}.cancel_requested_at
+        ), written AS (
+            INSERT INTO {TaskEvent._meta.db_table} (task_id, seq, type, data)
+            SELECT renewed.id, renewed.last_seq, event.type,
+                jsonb_build_object('attempt', renewed.attempt_count) || event.data
+            FROM renewed JOIN (VALUES {events}) AS event (task_id, type, data)
+                ON event.task_id = renewed.id
+        )
+        SELECT id, last_seq, attempt_count, cancel_requested_at FROM renewed
+    """
+    with connections[renew.db].cursor() as cursor:
+        cursor.execute(sql, [*update_params, *event_params])
+        return {str(pk): rest for pk, *rest in cursor.fetchall()}
 
 
 _EVENT_FIELDS = ("last_seq", "attempt_count")

@@ -2,10 +2,11 @@
 
 Each chunk is still a fenced append (renew the lease, take the next seq, insert the
 event), but the chunks that become ready while the previous write is in progress go to
-the database together: one transaction, three statements
-(`TaskQuerySet.append_events`). With 100 streams the worker makes a few dozen commits
-a second instead of several hundred, and a runner no longer waits behind a queue of
-single-chunk transactions (docs/benchmarks.md, benchmark 2).
+the database together (`TaskQuerySet.append_events`): one statement on PostgreSQL, one
+transaction of three statements on SQLite, on the worker's own lane (reports/lanes.py),
+so page reads on the shared database thread never hold them up. With 100 streams the
+worker makes a few dozen commits a second instead of several hundred, and a runner no
+longer waits behind a queue of single-chunk transactions (docs/benchmarks.md, benchmark 2).
 
 Fencing is per chunk, as before: a chunk whose lease was lost gets None and writes
 nothing; the others in the same batch are unaffected.
@@ -16,8 +17,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
-from asgiref.sync import sync_to_async as db
-
+from reports import lanes
 from reports.models import Event, Task
 
 _writers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -66,7 +66,8 @@ class _Writer:
                 batch = self._next_batch()
                 appends = [append for append, _, _ in batch]
                 try:
-                    results = await db(Task.objects.append_events)(appends, **batch[0][1])
+                    write = lanes.on_worker_lane(Task.objects.append_events)
+                    results = await write(appends, **batch[0][1])
                 except Exception as exc:
                     results = [exc] * len(batch)
                 for (_, _, future), result in zip(batch, results, strict=True):

@@ -14,13 +14,12 @@ import re
 import uuid
 from dataclasses import dataclass, field
 
-from asgiref.sync import sync_to_async as db
 from django.conf import settings
 from django.db.models.functions import Coalesce, Now
 
-from reports import rendering, storage, wakeups
+from reports import lanes, rendering, storage, wakeups
 from reports.clock import Clock
-from reports.models import Stage, Status, Task
+from reports.models import ErrorType, Stage, Status, Task
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.parsers.base import ParseError
@@ -31,6 +30,7 @@ from reports.providers.base import (
     Provider,
     ProviderError,
     Retry,
+    SourceDocument,
     TextDelta,
     Usage,
 )
@@ -39,7 +39,12 @@ from reports.validation import validate_report
 from reports.worker import chunk_writes
 from reports.worker.attempt_end import AttemptRecord, Outcome, write_end
 from reports.worker.leases import Claim, LeaseLost
-from reports.worker.preparation import build_request, load_documents
+from reports.worker.preparation import (
+    build_request,
+    documents_to_read,
+    read_document,
+    store_prepared_text,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +105,26 @@ class AttemptRun:
         except LeaseLost:
             log_event(log, "attempt.lease_lost", logging.WARNING, status="lease_lost")
             return "lease_lost"
+        except Exception:
+            log.exception("attempt of task %s raised", self.task_id)
+            return await self._end_raised()
         finally:
             wakeups.unsubscribe(self.task_id)
+
+    async def _end_raised(self) -> str:
+        """End an attempt that raised at once, keeping its text, rather than leave its task
+        `running` until the reaper finds the lease expired."""
+        outcome = Outcome(
+            Status.FAILED, ErrorType.WORKER_ERROR, "An internal error stopped the report."
+        )
+        try:
+            await self._end(outcome)
+        except LeaseLost:
+            return "lease_lost"
+        except Exception:  # the database is gone too: the lease expires and the reaper ends it
+            log.exception("the end of the attempt of task %s could not be written", self.task_id)
+            return "lease_lost"
+        return outcome.status
 
     async def _stages(self) -> Outcome:
         if self.clock.monotonic() >= self.deadline:
@@ -110,14 +133,30 @@ class AttemptRun:
             )
         with self._timed(Stage.PARSE):
             try:
-                documents = await db(load_documents)(self.task_id)
+                documents = await self._read_documents()
             except ParseError as exc:
                 return Outcome(Status.FAILED, "invalid_input", str(exc))
         with self._timed(Stage.PREPARE):
-            request = await db(build_request)(self.claim, documents)
+            request = await lanes.on_shared_db(build_request)(self.claim, documents)
         with self._timed(Stage.GENERATE):
             self.provider_called = True
             return await self._generate(request)
+
+    async def _read_documents(self) -> list[SourceDocument]:
+        """Return the task's documents as text, parsing each file at most once per owner.
+
+        Only the read before and the write after use the shared database thread: the
+        parse, and the wait for it, would hold up every stream in the process there.
+        """
+        documents = []
+        read: dict[str, str] = {}  # a file given twice is parsed once
+        for document in await lanes.on_shared_db(documents_to_read)(self.task_id):
+            text = document.text or read.get(document.sha256)
+            if text is None:
+                text = read[document.sha256] = await lanes.in_blocking_pool(read_document)(document)
+                await lanes.on_shared_db(store_prepared_text)(document, text)
+            documents.append(SourceDocument(document.name, text))
+        return documents
 
     # --- generate ---------------------------------------------------------------------
 
@@ -310,18 +349,19 @@ class AttemptRun:
     async def _finalize(self) -> Outcome:
         await self._move(Status.RUNNING, Status.FINALIZING)
         report = "".join(self.text)
+        # Both take most of a second for a report at the size cap: off the event loop.
         with self._timed(Stage.VALIDATE):
-            problems = validate_report(report, max_kb=settings.REPORTS_MAX_REPORT_KB)
+            problems = await lanes.in_blocking_pool(validate_report)(
+                report, max_kb=settings.REPORTS_MAX_REPORT_KB
+            )
         if problems:
             return Outcome(Status.FAILED, "validation_failed", " ".join(problems))
         with self._timed(Stage.RENDER):
-            html = rendering.render_markdown(report)
+            html = await lanes.in_blocking_pool(rendering.render_markdown)(report)
         result_id = uuid.uuid4()
         with self._timed(Stage.SAVE):
             try:
-                sha256, size = await db(storage.save_result, thread_sensitive=False)(
-                    result_id, report
-                )
+                sha256, size = await lanes.in_blocking_pool(storage.save_result)(result_id, report)
             except OSError as exc:
                 log.error("saving the report of task %s failed: %s", self.task_id, exc)
                 return Outcome(Status.FAILED, "save_failed", "The report could not be saved.")
@@ -339,7 +379,7 @@ class AttemptRun:
         return Outcome(Status.SUCCEEDED)
 
     async def _move(self, frm: str, to: str) -> None:
-        event = await db(Task.objects.transition)(
+        event = await lanes.on_worker_lane(Task.objects.transition)(
             self.task_id, frm, to, expect_epoch=self.claim.epoch
         )
         if event is None:
@@ -351,7 +391,7 @@ class AttemptRun:
 
     async def _end(self, outcome: Outcome, **task_fields) -> None:
         """Write the attempt's end and the task's new status in one transaction."""
-        if await db(write_end)(self.record(), outcome, **task_fields) is None:
+        if await lanes.on_worker_lane(write_end)(self.record(), outcome, **task_fields) is None:
             raise LeaseLost(self.task_id)
 
     def record(self) -> AttemptRecord:

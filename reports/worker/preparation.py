@@ -1,6 +1,13 @@
-"""The parse and prepare stages: a task's documents as text, and the provider request."""
+"""The parse and prepare stages: a task's documents as text, and the provider request.
+
+The parse is three steps on two lanes (reports/lanes.py): a short read of what the task
+holds, the slow parse of each new document away from the database, and a short write of
+its text.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -14,38 +21,67 @@ from reports.providers.prompts import PROMPT_VERSION, fit_to_context
 from reports.worker.leases import Claim
 
 
-def load_documents(task_id) -> list[SourceDocument]:
-    """Return the task's documents as text, parsing each file at most once per owner."""
-    task = Task.objects.only("owner_id").get(pk=task_id)
-    documents = []
-    for doc in Document.objects.filter(task_id=task_id).order_by("position"):
-        cached = PreparedText.objects.filter(
-            owner_id=task.owner_id, sha256=doc.sha256, parser_version=PARSER_VERSION
-        ).first()
-        if cached is not None:
-            text = cached.text
-        else:
-            parser = parser_for(doc.name)
-            if parser is None:
-                raise ParseError(f"{doc.name}: this kind of file is not supported.")
-            try:
-                text = parser.extract(storage.read_upload(doc.storage_name))
-            except ParseError as exc:
-                raise ParseError(f"{doc.name}: {exc}") from None
-            if not text.strip():
-                raise ParseError(f"{doc.name}: no text could be extracted from it.")
-            try:
-                with transaction.atomic():
-                    PreparedText.objects.create(
-                        owner_id=task.owner_id,
-                        sha256=doc.sha256,
-                        parser_version=PARSER_VERSION,
-                        text=text,
-                    )
-            except IntegrityError:
-                pass  # another attempt prepared the same file at the same moment
-        documents.append(SourceDocument(doc.name, text))
-    return documents
+@dataclass(frozen=True)
+class DocumentToRead:
+    """A document of a task, with its text when this owner already had it parsed."""
+
+    owner_id: int
+    name: str
+    sha256: str
+    storage_name: str
+    text: str | None
+
+
+def documents_to_read(task_id) -> list[DocumentToRead]:
+    """Return the task's documents in order, each with its prepared text when there is one.
+
+    A short read on the shared database thread: the parse of what is missing happens
+    elsewhere (`read_document`), its text is stored after (`store_prepared_text`).
+    """
+    owner_id = Task.objects.values_list("owner_id", flat=True).get(pk=task_id)
+    documents = list(Document.objects.filter(task_id=task_id).order_by("position"))
+    prepared = dict(
+        PreparedText.objects.filter(
+            owner_id=owner_id,
+            sha256__in={doc.sha256 for doc in documents},
+            parser_version=PARSER_VERSION,
+        ).values_list("sha256", "text")
+    )
+    return [
+        DocumentToRead(owner_id, doc.name, doc.sha256, doc.storage_name, prepared.get(doc.sha256))
+        for doc in documents
+    ]
+
+
+def read_document(document: DocumentToRead) -> str:
+    """Return the document's text, read from its file by its sandboxed parser.
+
+    Slow (seconds for a hard PDF): it runs in the blocking pool and touches no database.
+    """
+    parser = parser_for(document.name)
+    if parser is None:
+        raise ParseError(f"{document.name}: this kind of file is not supported.")
+    try:
+        text = parser.extract(storage.read_upload(document.storage_name))
+    except ParseError as exc:
+        raise ParseError(f"{document.name}: {exc}") from None
+    if not text.strip():
+        raise ParseError(f"{document.name}: no text could be extracted from it.")
+    return text
+
+
+def store_prepared_text(document: DocumentToRead, text: str) -> None:
+    """Keep a parsed text, so its owner's next task with the same file skips the parse."""
+    try:
+        with transaction.atomic():
+            PreparedText.objects.create(
+                owner_id=document.owner_id,
+                sha256=document.sha256,
+                parser_version=PARSER_VERSION,
+                text=text,
+            )
+    except IntegrityError:
+        pass  # another attempt prepared the same file at the same moment
 
 
 def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRequest:

@@ -13,11 +13,10 @@ import os
 import socket
 import uuid
 
-from asgiref.sync import sync_to_async as db
 from django.conf import settings
 from django.db import close_old_connections
 
-from reports import wakeups
+from reports import lanes, wakeups
 from reports.clock import Clock
 from reports.observability import logs, tracing
 from reports.observability.logs import log_event
@@ -61,7 +60,7 @@ class Supervisor:
         """Claim one task and start running it; return whether work was found."""
         if len(self.running) >= self.slots or self._stopping:
             return False
-        claim = await db(leases.claim_next_task)(self.worker_id, self.lanes)
+        claim = await lanes.on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes)
         if claim is None:
             return False
         await broadcast.publish(claim.events)
@@ -72,8 +71,9 @@ class Supervisor:
 
     async def reap(self) -> int:
         """Requeue or fail tasks whose lease expired; return how many."""
-        await db(close_old_connections)()  # what request signals do for the web process
-        events = await db(leases.reap_expired_leases)()  # each announced as it commits
+        # What request signals do for the web process's connections.
+        await lanes.on_shared_db(close_old_connections)()
+        events = await lanes.on_shared_db(leases.reap_expired_leases)()  # announced on commit
         if events:
             self._wake.set()
         return len(events)
@@ -165,7 +165,7 @@ class Supervisor:
         while True:
             await asyncio.sleep(interval)
             try:
-                if await db(leases.renew_lease)(run.task_id, run.claim.epoch):
+                if await lanes.on_worker_lane(leases.renew_lease)(run.task_id, run.claim.epoch):
                     run.request_stop("cancel")
             except leases.LeaseLost:
                 run.request_stop("lease_lost")

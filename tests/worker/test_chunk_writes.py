@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async as db
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from reports.models import Task, TaskEvent, TaskQuerySet
 from reports.worker import chunk_writes
@@ -77,3 +79,22 @@ async def test_a_cancel_request_is_reported_with_the_chunk(make_task):
     await db(Task.objects.filter(pk=claim.task_id).update)(cancel_requested_at=task.created_at)
     _, cancel_requested = await delta(claim, "x")
     assert cancel_requested
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_is_one_statement_on_postgresql_and_three_on_sqlite(make_task):
+    make_task(), make_task()
+    claims = [claim_next_task("w"), claim_next_task("w")]
+    appends = [(c.task_id, c.epoch, "delta", {"text": f"chunk {n}"}) for n, c in enumerate(claims)]
+    with CaptureQueriesContext(connection) as queries:
+        results = Task.objects.append_events(appends)
+    statements = [q["sql"] for q in queries if not q["sql"].startswith(("BEGIN", "COMMIT"))]
+    assert len(statements) == (1 if connection.vendor == "postgresql" else 3)
+    assert [event.data for event, _ in results] == [
+        {"attempt": 1, "text": "chunk 0"},
+        {"attempt": 1, "text": "chunk 1"},
+    ]
+    stored = TaskEvent.objects.filter(type="delta").order_by("data__text")
+    assert [(e.task_id, e.seq, e.data) for e in stored] == [
+        (event.task_id, event.seq, event.data) for event, _ in results
+    ]

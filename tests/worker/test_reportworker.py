@@ -1,68 +1,16 @@
 """`manage.py reportworker` as real processes: killed mid-stream, and stopped by SIGTERM."""
 
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from reports import storage
 from reports.models import Attempt, Task, TaskEvent
-from tests.helpers import database_url
+from tests.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def spawn_worker(tmp_path, settings):
-    """Return a starter of reportworker processes sharing this test's database and files."""
-    settings.REPORTS_STORAGE_DIR = tmp_path / "files"
-    processes = []
-
-    def spawn(slots: int = 2, **env) -> subprocess.Popen:
-        environment = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "project.settings",
-            "DJANGO_SECRET_KEY": "test-only",
-            "DATABASE_URL": database_url(connection.settings_dict),
-            "REPORTS_DATA_DIR": str(tmp_path),
-            "REPORTS_LEASE_S": "2",
-            "REPORTS_POLL_S": "0.05",
-            **env,
-        }
-        process = subprocess.Popen(
-            [sys.executable, "manage.py", "reportworker", "--slots", str(slots)],
-            cwd=ROOT,
-            env=environment,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        processes.append(process)
-        return process
-
-    yield spawn
-    for process in processes:
-        if process.poll() is None:
-            process.kill()
-        process.wait(timeout=10)
-
-
-def wait_for(condition, what: str, timeout: float = 60):
-    """Poll the database until `condition()` is true (bounded), and return its value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def test_a_killed_worker_task_finishes_on_another_as_a_new_attempt(make_task, spawn_worker):
