@@ -28,6 +28,7 @@ from reports.models import (
     db_now_plus,
 )
 from reports.observability.task_logs import log_reaped
+from reports.worker import identity
 
 # Any fixed number: every claimer takes the same PostgreSQL advisory lock.
 CLAIM_LOCK = 7_240_501
@@ -152,13 +153,22 @@ def renew_lease(task_id, epoch: int) -> bool:
 def reap_expired_leases() -> list[Event]:
     """Turn every expired lease into a new attempt, `worker_lost`, or reconciliation.
 
+    A lease whose holder is known dead (a process on this host that is gone, see
+    `reports.worker.identity`) is as good as expired: it is reaped at once, so a restarted
+    server or worker picks its tasks up without waiting `REPORTS_LEASE_S`.
+
     The dead attempt keeps the text it streamed and is marked interrupted; its usage
     is unknown. Each reap is conditional on the epoch it saw, so a worker that
     renewed in time keeps its task.
     """
+    fields = ("id", "status", "epoch", "attempt_count", "worker_id")
     events: list[Event] = []
-    for task in Task.objects.expired_leases().only("id", "status", "epoch", "attempt_count"):
+    for task in Task.objects.expired_leases().only(*fields):
         events.extend(_reap(task))
+    held_here = Task.objects.live_leases().filter(worker_id__startswith=identity.holder_prefix())
+    for task in held_here.only(*fields):
+        if identity.known_dead(task.worker_id):
+            events.extend(_reap(task))
     return events
 
 
