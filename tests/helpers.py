@@ -3,6 +3,7 @@ scripted providers."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 from pathlib import Path
 
@@ -88,6 +89,11 @@ async def whole_report(request, clock):
         yield TextDelta(REPORT[i : i + 8])
         await clock.sleep(0.05)
     yield Completed("stop", Usage(10, 20, None, "provider"), request_id="req-1")
+
+
+def expire_lease(task: Task) -> None:
+    """Make the task's lease one that expired long ago."""
+    Task.objects.filter(pk=task.pk).update(lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
 
 
 def make_submission(owner, content: str = SAMPLE, scenario: str = "ok") -> Task:

@@ -172,7 +172,29 @@ def reap_expired_leases() -> list[Event]:
     return events
 
 
+def mark_parsing(task_id, attempt_id, epoch: int, parsing: bool) -> bool:
+    """Record that the attempt starts (or is done) reading its documents; False: lease lost."""
+    return bool(
+        Attempt.objects.filter(
+            pk=attempt_id, task__epoch=epoch, task__status=Status.RUNNING
+        ).update(parsing_since=Now() if parsing else None)
+    )
+
+
+POISON = (
+    "Reading this document stopped the worker that read it, so it was not given to another: "
+    "it may be malformed or built to stall readers."
+)
+
+
 def _reap(task: Task) -> list[Event]:
+    attempt_id, parsing_since = (
+        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
+        .values_list("pk", "parsing_since")
+        .first()
+    ) or (None, None)
+    if parsing_since is not None and task.status == Status.RUNNING:
+        return _fail_poison(task, attempt_id)
     text = TaskEvent.objects.attempt_text(task.pk, task.attempt_count)
     lost = "The worker running this attempt stopped responding."
     if task.status == Status.FINALIZING:
@@ -183,11 +205,6 @@ def _reap(task: Task) -> list[Event]:
         to = Status.QUEUED
     else:
         to = Status.FAILED
-    attempt_id = (
-        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
-        .values_list("pk", flat=True)
-        .first()
-    )
     attempt_end = {
         "status": (
             AttemptStatus.RECONCILIATION_REQUIRED
@@ -225,4 +242,38 @@ def _reap(task: Task) -> list[Event]:
             error_type=ErrorType.WORKER_LOST,
             error_message=lost,
         )
+    return [] if event is None else [event]
+
+
+def _fail_poison(task: Task, attempt_id) -> list[Event]:
+    """End a task whose worker was lost while it read the documents: the document is to
+    blame (a parse that blocked or killed its worker), so no other worker gets it."""
+    attempt = lifecycle.AttemptEnd(
+        attempt_id,
+        {
+            "status": AttemptStatus.FAILED,
+            "error_type": ErrorType.INVALID_INPUT,
+            "error_message": POISON,
+            "usage_source": "missing",
+            "cost_micros": 0,  # the provider was never called
+        },
+        log=lambda: log_reaped(
+            task.pk,
+            attempt_id,
+            task.attempt_count,
+            Status.FAILED,
+            status=AttemptStatus.FAILED,
+            error_type=ErrorType.INVALID_INPUT,
+        ),
+    )
+    event = lifecycle.end_task(
+        task.pk,
+        task.status,
+        Status.FAILED,
+        {"error_type": ErrorType.INVALID_INPUT, "partial": False, "message": POISON},
+        expect_epoch=task.epoch,
+        attempt=attempt,
+        error_type=ErrorType.INVALID_INPUT,
+        error_message=POISON,
+    )
     return [] if event is None else [event]

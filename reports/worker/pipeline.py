@@ -38,7 +38,7 @@ from reports.streaming import broadcast
 from reports.validation import validate_report
 from reports.worker import chunk_writes
 from reports.worker.attempt_end import AttemptRecord, Outcome, write_end
-from reports.worker.leases import Claim, LeaseLost
+from reports.worker.leases import Claim, LeaseLost, mark_parsing
 from reports.worker.preparation import build_request, load_documents
 
 log = logging.getLogger(__name__)
@@ -109,15 +109,22 @@ class AttemptRun:
                 Status.FAILED, "timeout", "The task waited in the queue past its deadline."
             )
         with self._timed(Stage.PARSE):
+            await self._mark_parsing(True)  # a worker lost from here on blames the document
             try:
                 documents = await db(load_documents)(self.task_id)
             except ParseError as exc:
                 return Outcome(Status.FAILED, "invalid_input", str(exc))
+            await self._mark_parsing(False)
         with self._timed(Stage.PREPARE):
             request = await db(build_request)(self.claim, documents)
         with self._timed(Stage.GENERATE):
             self.provider_called = True
             return await self._generate(request)
+
+    async def _mark_parsing(self, parsing: bool) -> None:
+        claim = self.claim
+        if not await db(mark_parsing)(claim.task_id, claim.attempt_id, claim.epoch, parsing):
+            raise LeaseLost(self.task_id)
 
     # --- generate ---------------------------------------------------------------------
 
