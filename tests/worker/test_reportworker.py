@@ -3,14 +3,17 @@ document, and stopped by SIGTERM."""
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.db import connection
+from prometheus_client.parser import text_string_to_metric_families
 
 from reports import storage, submissions
 from reports.models import Attempt, Task, TaskEvent
@@ -29,7 +32,7 @@ def spawn_worker(tmp_path, settings):
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
     processes = []
 
-    def spawn(slots: int = 2, **env) -> subprocess.Popen:
+    def spawn(slots: int = 2, *args: str, **env) -> subprocess.Popen:
         environment = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
@@ -41,7 +44,7 @@ def spawn_worker(tmp_path, settings):
             **env,
         }
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "reportworker", "--slots", str(slots)],
+            [sys.executable, "manage.py", "reportworker", "--slots", str(slots), *args],
             cwd=ROOT,
             env=environment,
             stdout=subprocess.PIPE,
@@ -149,3 +152,22 @@ def test_a_worker_killed_while_parsing_hands_the_document_to_no_other(alice, spa
     assert [(a.status, a.error_type) for a in Attempt.objects.filter(task=task)] == [
         ("failed", "invalid_input")
     ]  # one attempt: never read again
+
+
+def test_a_worker_serves_its_own_event_loop_figures_on_its_metrics_port(spawn_worker):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spawn_worker(1, "--metrics-port", str(port))
+
+    def lag_samples() -> float:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return 0  # not listening yet
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        lag = families["reportline_event_loop_lag_seconds"].samples
+        return next(s.value for s in lag if s.name.endswith("_count"))
+
+    wait_for(lag_samples, "the worker's loop lag on its metrics port", timeout=30)
