@@ -29,12 +29,16 @@ def _read(path: Path) -> str | None:
 
 
 def start_time(pid: int, proc: Path = PROC) -> str | None:
-    """Return the start time of process `pid` (ticks since boot), or None when there is none."""
+    """Return the start time of process `pid` (ticks since boot), or None when there is
+    none: no such process, or one that has ended and waits only to be collected (a zombie)."""
     stat = _read(proc / str(pid) / "stat")
     if stat is None:
         return None
     # The command name, in parentheses, may hold spaces and parentheses itself.
-    return stat.rpartition(")")[2].split()[19]
+    fields = stat.rpartition(")")[2].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
 
 
 @functools.cache

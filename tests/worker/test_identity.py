@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -28,6 +29,19 @@ def test_a_worker_whose_process_ended_is_known_dead():
         child.kill()
         child.wait()
     assert identity.known_dead(worker_id)
+
+
+def test_a_killed_worker_not_yet_collected_by_its_parent_is_known_dead():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    worker_id = worker_id_of(child.pid, identity.start_time(child.pid))
+    child.kill()
+    try:
+        deadline = time.monotonic() + 10  # the kernel ends it at once; bounded all the same
+        while not identity.known_dead(worker_id) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert identity.known_dead(worker_id)  # a zombie until wait() below
+    finally:
+        child.wait()
 
 
 def test_a_reused_pid_does_not_pass_for_the_worker_that_had_it():
