@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import time
 from pathlib import Path
 
+import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
 from django.test import Client
@@ -89,6 +91,17 @@ async def whole_report(request, clock):
         yield TextDelta(REPORT[i : i + 8])
         await clock.sleep(0.05)
     yield Completed("stop", Usage(10, 20, None, "provider"), request_id="req-1")
+
+
+def wait_for(condition, what: str, timeout: float = 60):
+    """Poll until `condition()` is true (bounded: fail after `timeout` s), and return its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
 
 
 def expire_lease(task: Task) -> None:

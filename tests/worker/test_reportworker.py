@@ -6,7 +6,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from reports import storage, submissions
 from reports.models import Attempt, Task, TaskEvent
 from reports.submissions import Submission, Upload
 from reports.worker.leases import POISON
-from tests.helpers import database_url
+from tests.helpers import database_url, wait_for
 from tests.security import hostile
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -59,17 +58,6 @@ def spawn_worker(tmp_path, settings):
         if process.poll() is None:
             process.kill()
         process.wait(timeout=10)
-
-
-def wait_for(condition, what: str, timeout: float = 60):
-    """Poll the database until `condition()` is true (bounded), and return its value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
 
 
 def test_a_killed_worker_task_finishes_on_another_as_a_new_attempt(make_task, spawn_worker):

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.browser.server import LiveServer
-from tests.helpers import SAMPLE, multipart
+from tests.helpers import SAMPLE, multipart, wait_for
 
 METRICS_TOKEN = "restart-test-metrics-token"
 
@@ -29,21 +29,12 @@ def call(server: LiveServer, token: str, path: str, body=None, content_type=None
         return reply.read()
 
 
-def wait_for(condition, what: str, timeout: float):
-    """Poll until `condition()` is true (bounded), and return its value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def server(tmp_path):
     server = LiveServer(
         tmp_path / "server",
+        DATABASE_URL="",  # the demo's own SQLite, whatever this test run uses
+        REDIS_URL="",
         REPORTS_LEASE_S=30,
         REPORTS_SIMULATED_TTFT_S=0.1,
         REPORTS_SIMULATED_TOKENS_PER_S=20,  # still streaming when it is killed
