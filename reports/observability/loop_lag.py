@@ -147,12 +147,14 @@ class LoopMonitor:
             except RuntimeError:  # the loop closed
                 return
             if not self._answered.wait(self.warn_s):
-                stall = self._stalled()
+                # A loop that is not running (not yet, or between runs) holds nobody up.
+                stall = self._stalled() if self.loop.is_running() else None
                 # Wait for the answer (however long), so one stall is one warning.
                 while not self._answered.wait(1.0):
                     if self._gone():
                         return
-                stall.held_ms = round((time.monotonic() - asked) * 1000, 1)
+                if stall is not None:
+                    stall.held_ms = round((time.monotonic() - asked) * 1000, 1)
             self._stopped.wait(self.interval_s)
 
     def _answer(self, asked: float) -> None:
