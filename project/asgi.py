@@ -1,6 +1,7 @@
 """The ASGI application: HTTP through Django, WebSockets through Channels.
 
-The embedded worker starts here, on the server's own event loop: not from
+The event loop's watchdog (reports.observability.loop_lag) and the embedded worker
+start here, on the server's own event loop: not from
 AppConfig.ready(), which also runs in the autoreloader's parent. Under daphne (and so
 `manage.py runserver`) it starts as soon as the server runs, so queued tasks resume
 after a restart without waiting for a visitor; under any other ASGI server, at the
@@ -19,18 +20,25 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set u
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from reports.observability import loop_lag  # noqa: E402
 from reports.routing import websocket_urlpatterns  # noqa: E402
 from reports.worker import supervisor  # noqa: E402
 
 
+def start_on_loop() -> None:
+    """Watch the server's event loop, and start the embedded worker (when enabled)."""
+    loop_lag.watch_running_loop()
+    supervisor.start_embedded()
+
+
 class StartsEmbeddedWorker:
-    """Start the embedded worker (when enabled) before serving the first connection."""
+    """Start the loop's watchdog and the embedded worker before serving the first connection."""
 
     def __init__(self, app) -> None:
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        supervisor.start_embedded()
+        start_on_loop()
         return await self.app(scope, receive, send)
 
 
@@ -39,7 +47,7 @@ def _start_with_daphne() -> None:
         from twisted.internet import reactor
 
         # callLater: run inside the asyncio loop, once it is running.
-        reactor.callWhenRunning(lambda: reactor.callLater(0, supervisor.start_embedded))
+        reactor.callWhenRunning(lambda: reactor.callLater(0, start_on_loop))
 
 
 _start_with_daphne()

@@ -242,6 +242,8 @@ REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
 APP_VERSION = env_str("APP_VERSION")  # unset: the package version + the git commit
 REPORTS_OTEL = env_bool("REPORTS_OTEL", False)  # OpenTelemetry tracing; needs the otel extra
 REPORTS_METRICS_TOKEN = env_str("REPORTS_METRICS_TOKEN")  # bearer token for /metrics
+# Log a warning naming who held the event loop when it answers later than this.
+REPORTS_LOOP_LAG_WARN_MS = env_number("REPORTS_LOOP_LAG_WARN_MS", 100, minimum=1)
 REPORTS_LATENCY_SMALL_SAMPLE = env_int("REPORTS_LATENCY_SMALL_SAMPLE", 20, minimum=1)
 # --- The openai provider and the context budget ------------------------------------------
 # Any OpenAI-compatible server: OpenAI, vLLM, Ollama (http://127.0.0.1:11434/v1), llama.cpp.

@@ -26,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import close_old_connections
 
+from reports.observability import loop_lag
+
 BLOCKING_THREADS = max(2, min(8, (os.cpu_count() or 1) * 2))
 _blocking = ThreadPoolExecutor(BLOCKING_THREADS, thread_name_prefix="reportline-blocking")
 
@@ -37,8 +39,8 @@ _checked_at = float("-inf")  # when it last was; read and written by the lane's 
 
 
 def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
-    """Run `fn` on the shared database thread: for short queries."""
-    return sync_to_async(fn, thread_sensitive=True)
+    """Run `fn` on the shared database thread: for short queries. Its wait is measured."""
+    return loop_lag.measure_wait(fn, lambda started: sync_to_async(started, thread_sensitive=True))
 
 
 def on_worker_lane[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:

@@ -3,6 +3,7 @@ scripted providers."""
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import time
@@ -93,6 +94,22 @@ async def whole_report(request, clock):
     yield Completed("stop", Usage(10, 20, None, "provider"), request_id="req-1")
 
 
+def wait_for(condition, what: str, timeout: float = 60):
+    """Poll until `condition()` is true (bounded: fail after `timeout` s), and return its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def expire_lease(task: Task) -> None:
+    """Make the task's lease one that expired long ago."""
+    Task.objects.filter(pk=task.pk).update(lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+
+
 def make_submission(owner, content: str = SAMPLE, scenario: str = "ok") -> Task:
     """Create a queued task through the real submit path."""
     submission = Submission((Upload("doc.md", ".md", content.encode()),), "", scenario, None)
@@ -157,12 +174,3 @@ def database_url(db: dict) -> str:
 def lines_of(stream: io.StringIO) -> list[dict]:
     """Parse every line the configured handler wrote; each must be one JSON object."""
     return [json.loads(line) for line in stream.getvalue().splitlines()]
-def wait_for(condition, what: str, timeout: float = 60):
-    """Poll the database until `condition()` is true (bounded), and return its value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    pytest.fail(f"timed out waiting for {what}")

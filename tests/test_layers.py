@@ -33,6 +33,7 @@ LAYERS = [
             "reports.observability.otel",
             "reports.observability.percentiles",
             "reports.observability.charts",
+            "reports.observability.loop_lag",
         ],
     ),
     (

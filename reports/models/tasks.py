@@ -362,6 +362,9 @@ class Attempt(models.Model):
     provider_request_id = models.CharField(max_length=200, blank=True)
     prompt_version = models.CharField(max_length=40, blank=True)
     cost_micros = models.PositiveBigIntegerField(null=True, blank=True)  # None: unknown
+    # Set while the attempt reads its documents: a worker lost then is blamed on the
+    # document, which is not handed to another worker (reports.worker.leases).
+    parsing_since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["task", "number"]

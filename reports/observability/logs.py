@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from datetime import UTC, datetime
 
 CONTEXT_FIELDS = ("request_id", "trace_id", "task_id", "attempt_id")
@@ -33,6 +33,11 @@ def current(name: str) -> str:
 def context() -> dict[str, str]:
     """Return the bound context ids, leaving out the unbound ones."""
     return {name: var.get() for name, var in _context.items() if var.get()}
+
+
+def context_of(ctx: Context) -> dict[str, str]:
+    """Return the context ids bound in `ctx` (another task's context, say)."""
+    return {name: ctx[var] for name, var in _context.items() if ctx.get(var)}
 
 
 @contextlib.contextmanager

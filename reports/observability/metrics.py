@@ -8,6 +8,9 @@ tasks and attempts, and a few counts): correct across any number of processes an
 restarts, with nothing to keep in step. Only ended tasks and attempts are counted in
 histograms and counters (their figures no longer change, so the series only grow). Ids
 never become labels: the labels are lane, outcome, error type and stage, a small set.
+
+The event loop's lag and the database queue's wait are the exception: they are figures
+of the scraped process alone, kept in its memory (`reports.observability.loop_lag`).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from prometheus_client.core import (
 )
 
 from reports.models import STAGES, TERMINAL, Attempt, AttemptStatus, Lane, Status, Task
+from reports.observability import loop_lag
 from reports.observability.latency import TIMEOUT_ERRORS
 
 # Seconds: from a fast parse (5 ms) to a long report (30 min).
@@ -177,3 +181,5 @@ def _by_lane(queryset, lane_field: str = "lane") -> dict[str, int]:
 
 registry = CollectorRegistry(auto_describe=False)
 registry.register(DatabaseCollector())
+for process_figure in (loop_lag.LOOP_LAG, loop_lag.DB_WAIT, loop_lag.STALLS):
+    registry.register(process_figure)

@@ -44,7 +44,14 @@ def log_task_ended(task_id) -> None:
     )
 
 
-def log_reaped(task_id, attempt_id, number: int, to: str) -> None:
+def log_reaped(
+    task_id,
+    attempt_id,
+    number: int,
+    to: str,
+    status: str = "interrupted",
+    error_type: str = ErrorType.WORKER_LOST,
+) -> None:
     """Log the end of an attempt whose worker stopped answering (and the task's, if it ended)."""
     log_event(
         log,
@@ -52,8 +59,8 @@ def log_reaped(task_id, attempt_id, number: int, to: str) -> None:
         task_id=str(task_id),
         attempt_id=str(attempt_id),
         attempt=number,
-        status="interrupted",
+        status=status,
         task_status=to,
-        error_type=ErrorType.WORKER_LOST,
+        error_type=error_type,
         usage_source="missing",
     )

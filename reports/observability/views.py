@@ -14,7 +14,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from reports.auth import ApiError, bearer_token
 from reports.models import ApiToken
-from reports.observability import charts, latency, metrics
+from reports.observability import charts, latency, loop_lag, metrics
+from reports.observability.percentiles import summarize
 from reports.observability.version import app_version
 
 
@@ -88,8 +89,35 @@ def latency_page(request: HttpRequest) -> HttpResponse:
             ),
             "task_rows": _rows(figures.task_metrics),
             "stage_rows": _rows(figures.stage_metrics),
+            **_this_process(),
         },
     )
+
+
+def _this_process() -> dict:
+    """Return this process's own loop lag, database queue wait and latest stalls."""
+    small = settings.REPORTS_LATENCY_SMALL_SAMPLE
+    recent = loop_lag.recent
+    return {
+        "process_rows": _rows(
+            [
+                (
+                    "loop_lag",
+                    "Event loop lag",
+                    "asked to run at once → ran",
+                    summarize(list(recent.lag_ms), small_below=small),
+                ),
+                (
+                    "db_wait",
+                    "Database queue wait",
+                    "query sent to the shared database thread → started",
+                    summarize(list(recent.db_wait_ms), small_below=small),
+                ),
+            ]
+        ),
+        "stalls": list(reversed(recent.stalls)),
+        "loop_lag_warn_ms": settings.REPORTS_LOOP_LAG_WARN_MS,
+    }
 
 
 def _rows(metrics_: list) -> list[dict]:

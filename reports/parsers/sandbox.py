@@ -69,7 +69,10 @@ def run(entry: str, data: bytes, limits: Limits):
         raise ParseError(TOO_BIG)
     if child.returncode != 0:
         raise ParseError(CRASHED)
-    answer = json.loads(child.stdout)
+    try:
+        answer = json.loads(child.stdout)
+    except ValueError:  # a parser library wrote to stdout: the answer cannot be trusted
+        raise ParseError(CRASHED) from None
     if "error" in answer:
         raise ParseError(answer["error"])
     return answer["result"]

@@ -28,6 +28,7 @@ from reports.models import (
     db_now_plus,
 )
 from reports.observability.task_logs import log_reaped
+from reports.worker import identity
 
 # Any fixed number: every claimer takes the same PostgreSQL advisory lock.
 CLAIM_LOCK = 7_240_501
@@ -152,17 +153,48 @@ def renew_lease(task_id, epoch: int) -> bool:
 def reap_expired_leases() -> list[Event]:
     """Turn every expired lease into a new attempt, `worker_lost`, or reconciliation.
 
+    A lease whose holder is known dead (a process on this host that is gone, see
+    `reports.worker.identity`) is as good as expired: it is reaped at once, so a restarted
+    server or worker picks its tasks up without waiting `REPORTS_LEASE_S`.
+
     The dead attempt keeps the text it streamed and is marked interrupted; its usage
     is unknown. Each reap is conditional on the epoch it saw, so a worker that
     renewed in time keeps its task.
     """
+    fields = ("id", "status", "epoch", "attempt_count", "worker_id")
     events: list[Event] = []
-    for task in Task.objects.expired_leases().only("id", "status", "epoch", "attempt_count"):
+    for task in Task.objects.expired_leases().only(*fields):
         events.extend(_reap(task))
+    held_here = Task.objects.live_leases().filter(worker_id__startswith=identity.holder_prefix())
+    for task in held_here.only(*fields):
+        if identity.known_dead(task.worker_id):
+            events.extend(_reap(task))
     return events
 
 
+def mark_parsing(task_id, attempt_id, epoch: int, parsing: bool) -> bool:
+    """Record that the attempt starts (or is done) reading its documents; False: lease lost."""
+    return bool(
+        Attempt.objects.filter(
+            pk=attempt_id, task__epoch=epoch, task__status=Status.RUNNING
+        ).update(parsing_since=Now() if parsing else None)
+    )
+
+
+POISON = (
+    "Reading this document stopped the worker that read it, so it was not given to another: "
+    "it may be malformed or built to stall readers."
+)
+
+
 def _reap(task: Task) -> list[Event]:
+    attempt_id, parsing_since = (
+        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
+        .values_list("pk", "parsing_since")
+        .first()
+    ) or (None, None)
+    if parsing_since is not None and task.status == Status.RUNNING:
+        return _fail_poison(task, attempt_id)
     text = TaskEvent.objects.attempt_text(task.pk, task.attempt_count)
     lost = "The worker running this attempt stopped responding."
     if task.status == Status.FINALIZING:
@@ -173,11 +205,6 @@ def _reap(task: Task) -> list[Event]:
         to = Status.QUEUED
     else:
         to = Status.FAILED
-    attempt_id = (
-        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
-        .values_list("pk", flat=True)
-        .first()
-    )
     attempt_end = {
         "status": (
             AttemptStatus.RECONCILIATION_REQUIRED
@@ -215,4 +242,38 @@ def _reap(task: Task) -> list[Event]:
             error_type=ErrorType.WORKER_LOST,
             error_message=lost,
         )
+    return [] if event is None else [event]
+
+
+def _fail_poison(task: Task, attempt_id) -> list[Event]:
+    """End a task whose worker was lost while it read the documents: the document is to
+    blame (a parse that blocked or killed its worker), so no other worker gets it."""
+    attempt = lifecycle.AttemptEnd(
+        attempt_id,
+        {
+            "status": AttemptStatus.FAILED,
+            "error_type": ErrorType.INVALID_INPUT,
+            "error_message": POISON,
+            "usage_source": "missing",
+            "cost_micros": 0,  # the provider was never called
+        },
+        log=lambda: log_reaped(
+            task.pk,
+            attempt_id,
+            task.attempt_count,
+            Status.FAILED,
+            status=AttemptStatus.FAILED,
+            error_type=ErrorType.INVALID_INPUT,
+        ),
+    )
+    event = lifecycle.end_task(
+        task.pk,
+        task.status,
+        Status.FAILED,
+        {"error_type": ErrorType.INVALID_INPUT, "partial": False, "message": POISON},
+        expect_epoch=task.epoch,
+        attempt=attempt,
+        error_type=ErrorType.INVALID_INPUT,
+        error_message=POISON,
+    )
     return [] if event is None else [event]

@@ -38,7 +38,7 @@ from reports.streaming import broadcast
 from reports.validation import validate_report
 from reports.worker import chunk_writes
 from reports.worker.attempt_end import AttemptRecord, Outcome, write_end
-from reports.worker.leases import Claim, LeaseLost
+from reports.worker.leases import Claim, LeaseLost, mark_parsing
 from reports.worker.preparation import (
     build_request,
     documents_to_read,
@@ -132,10 +132,12 @@ class AttemptRun:
                 Status.FAILED, "timeout", "The task waited in the queue past its deadline."
             )
         with self._timed(Stage.PARSE):
+            await self._mark_parsing(True)  # a worker lost from here on blames the document
             try:
                 documents = await self._read_documents()
             except ParseError as exc:
                 return Outcome(Status.FAILED, "invalid_input", str(exc))
+            await self._mark_parsing(False)
         with self._timed(Stage.PREPARE):
             request = await lanes.on_shared_db(build_request)(self.claim, documents)
         with self._timed(Stage.GENERATE):
@@ -157,6 +159,14 @@ class AttemptRun:
                 await lanes.on_shared_db(store_prepared_text)(document, text)
             documents.append(SourceDocument(document.name, text))
         return documents
+
+    async def _mark_parsing(self, parsing: bool) -> None:
+        claim = self.claim
+        marked = await lanes.on_worker_lane(mark_parsing)(
+            claim.task_id, claim.attempt_id, claim.epoch, parsing
+        )
+        if not marked:
+            raise LeaseLost(self.task_id)
 
     # --- generate ---------------------------------------------------------------------
 

@@ -9,9 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
-import uuid
 
 from django.conf import settings
 from django.db import close_old_connections
@@ -24,7 +21,7 @@ from reports.observability.task_logs import ms_between
 from reports.providers import get_provider
 from reports.providers.base import Provider
 from reports.streaming import broadcast
-from reports.worker import leases
+from reports.worker import identity, leases
 from reports.worker.leases import Claim
 from reports.worker.pipeline import AttemptRun
 
@@ -47,7 +44,7 @@ class Supervisor:
         self.clock = clock or Clock()
         self.provider = provider or get_provider(clock=self.clock)
         self.poll_s = poll_s if poll_s is not None else settings.REPORTS_POLL_S
-        self.worker_id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.worker_id = identity.new_worker_id()
         self.running: dict[str, asyncio.Task] = {}
         self._wake = asyncio.Event()
         self._stopping = False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import sys
 import time
 import zipfile
 import zlib
@@ -109,6 +110,12 @@ def sleep_forever(data: bytes) -> list[str]:
     """A sandbox entry that never ends and uses no CPU: only the wall clock stops it."""
     time.sleep(3600)
     return []
+
+
+def write_to_stdout(data: bytes) -> list[str]:
+    """A sandbox entry that writes to stdout besides its answer, as a chatty library would."""
+    sys.stdout.write("Warning: odd xref table\n")
+    return ["text"]
 
 
 def allocate_without_end(data: bytes) -> list[str]:

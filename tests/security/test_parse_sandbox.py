@@ -59,3 +59,8 @@ def test_the_pdf_parser_reads_through_the_sandbox_with_the_settings_limits(setti
     with pytest.raises(ParseError, match="1 s of CPU time"):
         parser_for("x.pdf").extract(hostile.pdf_that_explodes())
     assert parser_for("x.pdf").extract(samples.text_pdf("Still fine")) == "Still fine"
+
+
+def test_a_child_whose_answer_is_garbled_fails_the_document_plainly():
+    with pytest.raises(ParseError, match="could not be read"):
+        run("tests.security.hostile.write_to_stdout", b"", GENEROUS)

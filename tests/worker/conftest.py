@@ -19,7 +19,7 @@ def spawn_worker(tmp_path, settings):
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
     processes = []
 
-    def spawn(slots: int = 2, **env) -> subprocess.Popen:
+    def spawn(slots: int = 2, *args: str, **env) -> subprocess.Popen:
         environment = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
@@ -31,7 +31,7 @@ def spawn_worker(tmp_path, settings):
             **env,
         }
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "reportworker", "--slots", str(slots)],
+            [sys.executable, "manage.py", "reportworker", "--slots", str(slots), *args],
             cwd=ROOT,
             env=environment,
             stdout=subprocess.PIPE,

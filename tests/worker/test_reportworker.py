@@ -1,14 +1,22 @@
-"""`manage.py reportworker` as real processes: killed mid-stream, and stopped by SIGTERM."""
+"""`manage.py reportworker` as real processes: killed mid-stream or while reading a
+document, and stopped by SIGTERM."""
 
+import os
 import signal
+import socket
+import urllib.request
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from prometheus_client.parser import text_string_to_metric_families
 
-from reports import storage
+from reports import storage, submissions
 from reports.models import Attempt, Task, TaskEvent
+from reports.submissions import Submission, Upload
+from reports.worker.leases import POISON
 from tests.helpers import wait_for
+from tests.security import hostile
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,3 +64,59 @@ def test_sigterm_stops_claiming_and_lets_the_running_attempt_finish(make_task, s
     assert worker.wait(timeout=60) == 0
     assert Task.objects.get(pk=running.pk).status == "succeeded"
     assert Task.objects.get(pk=waiting.pk).status == "queued"  # handed on, never half-run
+
+
+def children_of(pid: int) -> list[int]:
+    """Return the processes `pid` started (its parse sandbox), from /proc."""
+    found = []
+    for thread in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (thread / "children").read_text().split()]
+    return found
+
+
+def test_a_worker_killed_while_parsing_hands_the_document_to_no_other(alice, spawn_worker):
+    # A flood of PDF operators: its parse takes many seconds of a CPU.
+    pdf = Upload("flood.pdf", ".pdf", hostile.pdf_that_explodes())
+    task, _ = submissions.submit(alice, Submission((pdf,), "", "ok", None))
+    limits = {"REPORTS_PARSE_CPU_S": "30", "REPORTS_PARSE_TIMEOUT_S": "60"}
+    reader = spawn_worker(**limits)
+    wait_for(
+        lambda: Attempt.objects.filter(task=task, parsing_since__isnull=False).exists(),
+        "the worker to start reading the document",
+    )
+    sandboxes = children_of(reader.pid)
+    reader.send_signal(signal.SIGKILL)  # as a document that kills its reader would
+    reader.wait(timeout=10)
+    for sandbox in sandboxes:
+        os.kill(sandbox, signal.SIGKILL)  # no need to let it burn its CPU limit
+
+    spawn_worker(**limits)  # finds the lease of a dead worker of this host
+    wait_for(
+        lambda: Task.objects.filter(pk=task.pk, status="failed").exists(),
+        "the other worker to end the task",
+        timeout=30,
+    )
+    task.refresh_from_db()
+    assert (task.error_type, task.error_message) == ("invalid_input", POISON)
+    assert [(a.status, a.error_type) for a in Attempt.objects.filter(task=task)] == [
+        ("failed", "invalid_input")
+    ]  # one attempt: never read again
+
+
+def test_a_worker_serves_its_own_event_loop_figures_on_its_metrics_port(spawn_worker):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spawn_worker(1, "--metrics-port", str(port))
+
+    def lag_samples() -> float:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return 0  # not listening yet
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        lag = families["reportline_event_loop_lag_seconds"].samples
+        return next(s.value for s in lag if s.name.endswith("_count"))
+
+    wait_for(lag_samples, "the worker's loop lag on its metrics port", timeout=30)

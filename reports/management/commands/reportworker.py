@@ -3,7 +3,9 @@ import signal
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from prometheus_client import start_http_server
 
+from reports.observability import loop_lag
 from reports.worker.supervisor import Supervisor
 
 
@@ -17,12 +19,22 @@ class Command(BaseCommand):
             default="short,long",
             help="Lanes to take work from, comma-separated (default short,long).",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            help="Serve this process's event-loop and database-queue figures (Prometheus) on "
+            "127.0.0.1 at this port (default: not served; the task figures are on the web's "
+            "/metrics).",
+        )
 
-    def handle(self, *args, slots, lanes, **options):
+    def handle(self, *args, slots, lanes, metrics_port, **options):
         lanes = tuple(lane for lane in lanes.split(",") if lane in settings.REPORTS_LANE_LIMITS)
+        if metrics_port is not None:
+            start_http_server(metrics_port, addr="127.0.0.1", registry=loop_lag.registry)
         asyncio.run(self._serve(slots, lanes))
 
     async def _serve(self, slots: int, lanes: tuple[str, ...]) -> None:
+        loop_lag.watch_running_loop()
         supervisor = Supervisor(slots=slots, lanes=lanes)
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
