@@ -8,12 +8,20 @@ from django.test import Client
 from reports.clock import FakeClock
 from reports.models import ApiToken, Task
 from reports.worker.supervisor import Supervisor
-from tests.helpers import SAMPLE, ScriptedProvider, make_submission, run_all, silent
+from tests.helpers import (
+    SAMPLE,
+    ScriptedProvider,
+    local_storage,
+    make_submission,
+    run_all,
+    silent,
+)
 
 
 @pytest.fixture(autouse=True)
 def private_storage(settings, tmp_path):
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
+    settings.STORAGES = {**settings.STORAGES, "reports": local_storage(tmp_path / "files")}
     settings.REPORTS_ALLOW_SCENARIOS = True
     settings.REPORTS_EMBEDDED_WORKER = False
 

@@ -7,10 +7,10 @@ import io
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
-from django.conf import settings as django_settings
+from django.core.files.storage import storages
 from django.test import Client
 
-from reports import submissions
+from reports import storage, submissions
 from reports.models import Document, Task
 from reports.providers.base import Completed, Provider, TextDelta, Usage
 from reports.submissions import Submission, Upload
@@ -103,9 +103,28 @@ async def silent(request, clock):
     yield TextDelta("too late")
 
 
-def stored_uploads() -> list[Path]:
-    folder = Path(django_settings.REPORTS_STORAGE_DIR) / "uploads"
-    return sorted(folder.iterdir()) if folder.exists() else []
+def local_storage(folder: Path) -> dict:
+    """Return the `STORAGES` entry of local files under `folder`."""
+    return {"BACKEND": "reports.storage.AtomicFileSystemStorage", "OPTIONS": {"location": folder}}
+
+
+def stored_files(kind: str) -> list[str]:
+    """Return the names of the stored `uploads` or `results`, whatever the store."""
+    try:
+        return sorted(storages["reports"].listdir(kind)[1])
+    except FileNotFoundError:
+        return []
+
+
+def saved_report(task) -> str:
+    """Return the report saved for a succeeded task, read back from the store."""
+    task.refresh_from_db()
+    with storage.open_result(task.result_id) as f:
+        return f.read().decode()
+
+
+def stored_uploads() -> list[str]:
+    return stored_files("uploads")
 
 
 def snapshot() -> tuple[int, int, list[Path]]:

@@ -22,6 +22,7 @@ LAYERS = [
             "reports.clock",
             "reports.lanes",
             "reports.storage",
+            "reports.object_store",
             "reports.validation",
             "reports.rendering",
             "reports.upload_limits",

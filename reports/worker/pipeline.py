@@ -334,7 +334,7 @@ class AttemptRun:
                 report_html=html,
             )
         except LeaseLost:
-            storage.result_path(result_id).unlink(missing_ok=True)
+            await db(storage.delete_result, thread_sensitive=False)(result_id)
             raise
         return Outcome(Status.SUCCEEDED)
 
