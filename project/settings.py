@@ -192,46 +192,46 @@ LOGGING = {
 REPORTS_STORAGE_DIR = DATA_DIR / "files"
 # Uploads and results (reports/storage.py): local files, or an S3-compatible object store
 # configured by django-storages' own variables, so web and workers share no disk.
-REPORTS_STORAGE = env_str("REPORTS_STORAGE", "local")
 
 
-def _s3_client_config():
-    """Bounded waits: a store that does not answer fails a save in seconds, not minutes."""
-    from botocore.config import Config
-
-    return Config(
-        connect_timeout=env_number("REPORTS_STORAGE_TIMEOUT_S", 10, minimum=0.1),
-        read_timeout=env_number("REPORTS_STORAGE_TIMEOUT_S", 10, minimum=0.1),
-        retries={"mode": "standard", "max_attempts": 3},
-    )
-
-
-if REPORTS_STORAGE == "local":
-    _reports_storage = {
-        "BACKEND": "reports.storage.AtomicFileSystemStorage",
-        "OPTIONS": {"location": REPORTS_STORAGE_DIR},
-    }
-elif REPORTS_STORAGE == "s3":
+def reports_storage() -> dict:
+    """Return the `STORAGES` entry for uploads and results that the environment asks for."""
+    kind = env_str("REPORTS_STORAGE", "local")
+    if kind == "local":
+        return {
+            "BACKEND": "reports.storage.AtomicFileSystemStorage",
+            "OPTIONS": {"location": REPORTS_STORAGE_DIR},
+        }
+    if kind != "s3":
+        raise ImproperlyConfigured(f"REPORTS_STORAGE must be local or s3, not {kind!r}")
     if not env_str("AWS_STORAGE_BUCKET_NAME"):
         raise ImproperlyConfigured("REPORTS_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME.")
-    _reports_storage = {
+    from botocore.config import Config
+
+    # Bounded waits: a store that does not answer fails a save in seconds, not minutes.
+    timeout = env_number("REPORTS_STORAGE_TIMEOUT_S", 10, minimum=0.1)
+    return {
         "BACKEND": "reports.object_store.ObjectStorage",
         "OPTIONS": {
             "bucket_name": env_str("AWS_STORAGE_BUCKET_NAME"),
             "endpoint_url": env_str("AWS_S3_ENDPOINT_URL") or None,
             "region_name": env_str("AWS_S3_REGION_NAME") or None,
-            # Credentials come from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (boto3 reads them).
+            # Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, read by boto3 itself.
             "default_acl": None,
             "file_overwrite": True,  # names are random: nothing is ever overwritten
-            "client_config": _s3_client_config(),
+            "client_config": Config(
+                connect_timeout=timeout,
+                read_timeout=timeout,
+                retries={"mode": "standard", "max_attempts": 3},
+            ),
         },
     }
-else:
-    raise ImproperlyConfigured(f"REPORTS_STORAGE must be local or s3, not {REPORTS_STORAGE!r}")
+
+
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    "reports": _reports_storage,
+    "reports": reports_storage(),
 }
 REPORTS_PROVIDER = env_str("REPORTS_PROVIDER", "simulated")
 REPORTS_PROVIDERS = {

@@ -4,6 +4,8 @@ scripted providers."""
 from __future__ import annotations
 
 import io
+import socket
+import time
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
@@ -168,3 +170,26 @@ def database_url(db: dict) -> str:
         return f"sqlite:///{db['NAME']}"
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
     return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float) -> None:
+    """Wait (bounded) until something accepts connections on 127.0.0.1:`port`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing answered on port {port} within {timeout} s")
+
+
+def files_under(folder: Path) -> list[Path]:
+    """Return every file below `folder` (none when it does not exist)."""
+    return sorted(p for p in folder.rglob("*") if p.is_file())

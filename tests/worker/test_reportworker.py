@@ -13,7 +13,7 @@ from django.db import connection
 
 from reports import storage
 from reports.models import Attempt, Task, TaskEvent
-from tests.helpers import database_url
+from tests.helpers import database_url, files_under, saved_report, stored_files
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,13 +25,13 @@ def spawn_worker(tmp_path, settings):
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
     processes = []
 
-    def spawn(slots: int = 2, **env) -> subprocess.Popen:
+    def spawn(slots: int = 2, data_dir: Path = tmp_path, **env) -> subprocess.Popen:
         environment = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
             "DJANGO_SECRET_KEY": "test-only",
             "DATABASE_URL": database_url(connection.settings_dict),
-            "REPORTS_DATA_DIR": str(tmp_path),
+            "REPORTS_DATA_DIR": str(data_dir),
             "REPORTS_LEASE_S": "2",
             "REPORTS_POLL_S": "0.05",
             **env,
@@ -108,3 +108,31 @@ def test_sigterm_stops_claiming_and_lets_the_running_attempt_finish(make_task, s
     assert worker.wait(timeout=60) == 0
     assert Task.objects.get(pk=running.pk).status == "succeeded"
     assert Task.objects.get(pk=waiting.pk).status == "queued"  # handed on, never half-run
+
+
+def test_on_an_object_store_a_killed_worker_is_replaced_by_one_with_a_fresh_disk(
+    object_store, make_task, spawn_worker, tmp_path
+):
+    """Web (this process) and each worker have a data directory of their own; the
+    replacement never saw the first worker's disk, and no task file is left on any."""
+    task = make_task()
+    pace = {"REPORTS_SIMULATED_TTFT_S": "0", "REPORTS_SIMULATED_TOKENS_PER_S": "40"}
+    disks = [tmp_path / "worker-1", tmp_path / "worker-2"]
+    first = spawn_worker(data_dir=disks[0], **pace)
+    wait_for(
+        lambda: TaskEvent.objects.filter(task=task, type="delta").count() >= 3,
+        "the first worker to stream some text",
+    )
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    spawn_worker(data_dir=disks[1], **pace)
+
+    wait_for(
+        lambda: Task.objects.filter(pk=task.pk, status="succeeded").exists(),
+        "the task to succeed on the replacement",
+    )
+    assert saved_report(task) == TaskEvent.objects.attempt_text(task.pk, 2)
+    assert stored_files("results") == [f"{task.result_id}.md"]
+    assert stored_files("uploads") == [task.documents.get().storage_name]
+    for disk in [Path(settings.REPORTS_STORAGE_DIR), *disks]:
+        assert files_under(disk) == []
