@@ -66,6 +66,7 @@ LAYERS = [
             "reports.streaming.consumers",
             "reports.streaming.sse",
             "reports.observability.views",
+            "reports.health",
             "reports.admin",
         ],
     ),
