@@ -127,9 +127,32 @@ def _database() -> dict:
             "timeout": 20,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
+    if env_str("REPORTS_DATABASE_POOLING", "session") == "transaction":
+        _behind_a_transaction_pooler(config)
     return config
 
 
+def _behind_a_transaction_pooler(config: dict) -> None:
+    """Fit the connection to PgBouncer's transaction pooling: each transaction may run on a
+    different server session, so nothing may outlive one (docs/production.md)."""
+    if not config["ENGINE"].endswith("postgresql"):
+        raise ImproperlyConfigured("REPORTS_DATABASE_POOLING=transaction needs PostgreSQL.")
+    if not REPORTS_LISTEN_DATABASE_URL:
+        raise ImproperlyConfigured(
+            "REPORTS_DATABASE_POOLING=transaction needs REPORTS_LISTEN_DATABASE_URL: workers "
+            "LISTEN for new tasks on a session of their own, which a transaction pooler "
+            "cannot keep. Set it to a URL that reaches PostgreSQL directly, not the pooler."
+        )
+    # Named cursors (QuerySet.iterator) and prepared statements live in a session.
+    config["DISABLE_SERVER_SIDE_CURSORS"] = True
+    config.setdefault("OPTIONS", {})["prepare_threshold"] = None
+
+
+# The direct session connection that LISTENs for new tasks (reports/wakeups.py); unset:
+# DATABASE_URL's. Required behind a transaction pooler.
+REPORTS_LISTEN_DATABASE_URL = env_str("REPORTS_LISTEN_DATABASE_URL")
+if env_str("REPORTS_DATABASE_POOLING", "session") not in {"session", "transaction"}:
+    raise ImproperlyConfigured("REPORTS_DATABASE_POOLING must be session or transaction.")
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

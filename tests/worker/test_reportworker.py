@@ -1,26 +1,86 @@
-"""`manage.py reportworker` as real processes: killed mid-stream, and stopped by SIGTERM."""
+"""`manage.py reportworker` as real processes: killed mid-stream, and stopped by SIGTERM;
+reaching PostgreSQL directly and through PgBouncer in transaction pooling."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.db import connection
 
-from reports import storage
 from reports.models import Attempt, Task, TaskEvent
-from tests.helpers import database_url, files_under, saved_report, stored_files
+from tests.helpers import (
+    database_url,
+    files_under,
+    free_port,
+    saved_report,
+    stored_files,
+    wait_for_port,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
 
 
+PGBOUNCER_CONFIG = """\
+[databases]
+* = host={host} port={port}
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = {listen_port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {folder}/users.txt
+pool_mode = transaction
+default_pool_size = 10
+"""
+
+
+@pytest.fixture(params=["direct", "pgbouncer"])
+def database_route(request) -> Iterator[dict[str, str]]:
+    """Return how workers reach the database: directly, or through PgBouncer (Debian's) in
+    transaction pooling, LISTENing on a direct connection of their own."""
+    direct = database_url(connection.settings_dict)
+    if request.param == "direct":
+        yield {"DATABASE_URL": direct}
+        return
+    binary = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
+    if connection.vendor != "postgresql" or not Path(binary).exists():
+        pytest.skip("PgBouncer runs in front of PostgreSQL, when Debian's pgbouncer is installed")
+    db = connection.settings_dict
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o755)  # pgbouncer refuses root and reads this as postgres
+        Path(folder, "users.txt").write_text(f'"{db["USER"]}" ""\n')
+        config = Path(folder, "pgbouncer.ini")
+        config.write_text(
+            PGBOUNCER_CONFIG.format(
+                host=db["HOST"], port=db["PORT"], listen_port=port, folder=folder
+            )
+        )
+        user = ["-u", "postgres"] if os.getuid() == 0 else []
+        pooler = subprocess.Popen([binary, *user, str(config)], stderr=subprocess.DEVNULL)
+        try:
+            wait_for_port(port, timeout=10)
+            yield {
+                "DATABASE_URL": direct.replace(f":{db['PORT']}/", f":{port}/"),
+                "REPORTS_DATABASE_POOLING": "transaction",
+                "REPORTS_LISTEN_DATABASE_URL": direct,
+            }
+        finally:
+            pooler.terminate()
+            pooler.wait(timeout=10)
+
+
 @pytest.fixture
-def spawn_worker(tmp_path, settings):
+def spawn_worker(tmp_path, settings, database_route):
     """Return a starter of reportworker processes sharing this test's database and files."""
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
     processes = []
@@ -30,7 +90,7 @@ def spawn_worker(tmp_path, settings):
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
             "DJANGO_SECRET_KEY": "test-only",
-            "DATABASE_URL": database_url(connection.settings_dict),
+            **database_route,
             "REPORTS_DATA_DIR": str(data_dir),
             "REPORTS_LEASE_S": "2",
             "REPORTS_POLL_S": "0.05",
@@ -87,11 +147,10 @@ def test_a_killed_worker_task_finishes_on_another_as_a_new_attempt(make_task, sp
     first, second = Attempt.objects.filter(task=task).order_by("number")
     assert (first.status, first.error_type, first.text) == ("interrupted", "worker_lost", partial)
     assert second.status == "succeeded"
-    saved = storage.result_path(task.result_id).read_text()
+    saved = saved_report(task)
     assert saved == second.text == TaskEvent.objects.attempt_text(task.pk, 2)
     assert saved.count(partial[:40]) == 1  # the dead attempt's text is not prepended
-    results = list((Path(settings.REPORTS_STORAGE_DIR) / "results").iterdir())
-    assert [p.name for p in results] == [f"{task.result_id}.md"]
+    assert stored_files("results") == [f"{task.result_id}.md"]
 
 
 def test_sigterm_stops_claiming_and_lets_the_running_attempt_finish(make_task, spawn_worker):
@@ -136,3 +195,23 @@ def test_on_an_object_store_a_killed_worker_is_replaced_by_one_with_a_fresh_disk
     assert stored_files("uploads") == [task.documents.get().storage_name]
     for disk in [Path(settings.REPORTS_STORAGE_DIR), *disks]:
         assert files_under(disk) == []
+
+
+def test_behind_a_transaction_pooler_without_a_direct_listen_url_it_refuses_to_start():
+    environment = {
+        **os.environ,
+        "DJANGO_SECRET_KEY": "test-only",
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:6432/reportline",
+        "REPORTS_DATABASE_POOLING": "transaction",
+        "REPORTS_LISTEN_DATABASE_URL": "",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "reportworker", "--slots", "1"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "REPORTS_LISTEN_DATABASE_URL" in result.stderr
