@@ -1,6 +1,8 @@
 """`manage.py reportworker` as real processes: killed mid-stream, and stopped by SIGTERM;
 reaching PostgreSQL directly and through PgBouncer in transaction pooling."""
 
+import http.client
+import json
 import os
 import shutil
 import signal
@@ -82,10 +84,11 @@ def database_route(request) -> Iterator[dict[str, str]]:
 @pytest.fixture
 def spawn_worker(tmp_path, settings, database_route):
     """Return a starter of reportworker processes sharing this test's database and files."""
-    settings.REPORTS_STORAGE_DIR = tmp_path / "files"
     processes = []
 
-    def spawn(slots: int = 2, data_dir: Path = tmp_path, **env) -> subprocess.Popen:
+    def spawn(
+        slots: int = 2, data_dir: Path = tmp_path, extra: tuple = (), **env
+    ) -> subprocess.Popen:
         environment = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
@@ -97,10 +100,10 @@ def spawn_worker(tmp_path, settings, database_route):
             **env,
         }
         process = subprocess.Popen(
-            [sys.executable, "manage.py", "reportworker", "--slots", str(slots)],
+            [sys.executable, "manage.py", "reportworker", "--slots", str(slots), *extra],
             cwd=ROOT,
             env=environment,
-            stdout=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             text=True,
         )
@@ -215,3 +218,33 @@ def test_behind_a_transaction_pooler_without_a_direct_listen_url_it_refuses_to_s
     )
     assert result.returncode != 0
     assert "REPORTS_LISTEN_DATABASE_URL" in result.stderr
+
+
+def probe(port: int, path: str) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", path)
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read())
+    finally:
+        connection.close()
+
+
+def test_a_worker_answers_health_and_readiness_probes_on_its_port(spawn_worker):
+    ready_port, stranded_port = free_port(), free_port()
+    spawn_worker(slots=1, extra=["--health-port", str(ready_port)])
+    stranded = spawn_worker(
+        slots=1,
+        extra=["--health-port", str(stranded_port)],
+        DATABASE_URL=f"postgres://nobody@127.0.0.1:{free_port()}/gone",
+    )
+    wait_for_port(ready_port, timeout=30)
+    assert wait_for(lambda: probe(ready_port, "/readyz")[0] == 200, "the worker to be ready")
+    assert probe(ready_port, "/readyz") == (200, {"status": "ready"})
+    assert probe(ready_port, "/healthz") == (200, {"status": "ok"})
+
+    # A worker that cannot reach its database is alive, and never ready.
+    wait_for_port(stranded_port, timeout=30)
+    assert probe(stranded_port, "/healthz") == (200, {"status": "ok"})
+    assert probe(stranded_port, "/readyz") == (503, {"status": "unavailable"})
+    assert stranded.poll() is None

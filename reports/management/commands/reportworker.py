@@ -4,6 +4,7 @@ import signal
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from reports.worker import probes
 from reports.worker.supervisor import Supervisor
 
 
@@ -17,13 +18,26 @@ class Command(BaseCommand):
             default="short,long",
             help="Lanes to take work from, comma-separated (default short,long).",
         )
+        parser.add_argument(
+            "--health-port",
+            type=int,
+            default=0,
+            help="Answer GET /healthz and /readyz on this port (default 0: off).",
+        )
+        parser.add_argument(
+            "--health-host",
+            default="127.0.0.1",
+            help="Address the probes listen on (default 127.0.0.1; 0.0.0.0 for a pod's probes).",
+        )
 
-    def handle(self, *args, slots, lanes, **options):
+    def handle(self, *args, slots, lanes, health_port, health_host, **options):
         lanes = tuple(lane for lane in lanes.split(",") if lane in settings.REPORTS_LANE_LIMITS)
-        asyncio.run(self._serve(slots, lanes))
+        asyncio.run(self._serve(slots, lanes, health_host, health_port))
 
-    async def _serve(self, slots: int, lanes: tuple[str, ...]) -> None:
+    async def _serve(self, slots: int, lanes: tuple[str, ...], host: str, port: int) -> None:
         supervisor = Supervisor(slots=slots, lanes=lanes)
+        if port:
+            await probes.serve(host, port, supervisor.is_current)
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
