@@ -303,6 +303,8 @@ REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
 REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
+# SIGTERM on a web process: how long open streams get to close before it stops (asgi.py).
+REPORTS_DRAIN_S = env_number("REPORTS_DRAIN_S", 10, minimum=0)
 
 # --- Observability (docs/observability.md) -----------------------------------------------
 APP_VERSION = env_str("APP_VERSION")  # unset: the package version + the git commit
