@@ -4,8 +4,10 @@ scripted providers."""
 from __future__ import annotations
 
 import io
+import json
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
@@ -193,3 +195,17 @@ def wait_for_port(port: int, timeout: float) -> None:
 def files_under(folder: Path) -> list[Path]:
     """Return every file below `folder` (none when it does not exist)."""
     return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def read_events(reply) -> Iterator[tuple[int, str, dict]]:
+    """Yield (seq, type, data) of each event of a text/event-stream response as it arrives."""
+    fields: dict[str, str] = {}
+    for raw in iter(reply.readline, b""):
+        line = raw.decode().rstrip("\n")
+        if line:
+            name, _, value = line.partition(": ")
+            fields[name] = value
+            continue
+        if "id" in fields:
+            yield int(fields["id"]), fields["event"], json.loads(fields["data"])
+        fields = {}

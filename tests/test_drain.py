@@ -22,7 +22,7 @@ from django.test import Client
 from websockets.exceptions import WebSocketException
 from websockets.sync.client import connect
 
-from tests.helpers import database_url, wait_for_port
+from tests.helpers import database_url, read_events, wait_for_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[1]
@@ -130,19 +130,11 @@ class Follower(threading.Thread):
             reply.read()
             time.sleep(0.2)
             return
-        fields: dict[str, str] = {}
-        for raw in iter(reply.readline, b""):
-            line = raw.decode().rstrip("\n")
-            if line:
-                name, _, value = line.partition(": ")
-                fields[name] = value
-                continue
-            if "id" in fields:
-                self.first_reply.set()
-                if fields["event"] == "delta":
-                    self.seqs.append(int(fields["id"]))
-                self.done = fields["event"] in {"succeeded", "failed", "cancelled"}
-            fields = {}
+        for seq, kind, _ in read_events(reply):
+            self.first_reply.set()
+            if kind == "delta":
+                self.seqs.append(seq)
+            self.done = kind in {"succeeded", "failed", "cancelled"}
         self.closes.append(None)
         conn.close()
 
