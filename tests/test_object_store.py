@@ -9,7 +9,7 @@ from django.core.files.storage import storages
 
 from project.settings import reports_storage
 from reports import storage
-from reports.models import Attempt
+from reports.models import Attempt, Task
 from reports.providers.base import Completed
 from tests.helpers import (
     REPORT,
@@ -88,3 +88,13 @@ def test_every_failure_of_the_store_is_an_os_error(object_store, unreachable_sto
     unreachable_store()
     with pytest.raises(OSError):
         storage.save_upload(b"text")
+
+
+def test_an_upload_while_the_store_is_unreachable_is_a_503_and_makes_no_task(
+    object_store, unreachable_store, alice_client
+):
+    unreachable_store()
+    reply = submit(alice_client)
+    assert reply.status_code == 503
+    assert reply.json()["error"]["code"] == "storage_unavailable"
+    assert not Task.objects.exists()
