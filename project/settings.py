@@ -127,9 +127,32 @@ def _database() -> dict:
             "timeout": 20,
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
+    if env_str("REPORTS_DATABASE_POOLING", "session") == "transaction":
+        _behind_a_transaction_pooler(config)
     return config
 
 
+def _behind_a_transaction_pooler(config: dict) -> None:
+    """Fit the connection to PgBouncer's transaction pooling: each transaction may run on a
+    different server session, so nothing may outlive one (docs/production.md)."""
+    if not config["ENGINE"].endswith("postgresql"):
+        raise ImproperlyConfigured("REPORTS_DATABASE_POOLING=transaction needs PostgreSQL.")
+    if not REPORTS_LISTEN_DATABASE_URL:
+        raise ImproperlyConfigured(
+            "REPORTS_DATABASE_POOLING=transaction needs REPORTS_LISTEN_DATABASE_URL: workers "
+            "LISTEN for new tasks on a session of their own, which a transaction pooler "
+            "cannot keep. Set it to a URL that reaches PostgreSQL directly, not the pooler."
+        )
+    # Named cursors (QuerySet.iterator) and prepared statements live in a session.
+    config["DISABLE_SERVER_SIDE_CURSORS"] = True
+    config.setdefault("OPTIONS", {})["prepare_threshold"] = None
+
+
+# The direct session connection that LISTENs for new tasks (reports/wakeups.py); unset:
+# DATABASE_URL's. Required behind a transaction pooler.
+REPORTS_LISTEN_DATABASE_URL = env_str("REPORTS_LISTEN_DATABASE_URL")
+if env_str("REPORTS_DATABASE_POOLING", "session") not in {"session", "transaction"}:
+    raise ImproperlyConfigured("REPORTS_DATABASE_POOLING must be session or transaction.")
 DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -190,6 +213,49 @@ LOGGING = {
 
 # --- Reportline -------------------------------------------------------------------------
 REPORTS_STORAGE_DIR = DATA_DIR / "files"
+# Uploads and results (reports/storage.py): local files, or an S3-compatible object store
+# configured by django-storages' own variables, so web and workers share no disk.
+
+
+def reports_storage() -> dict:
+    """Return the `STORAGES` entry for uploads and results that the environment asks for."""
+    kind = env_str("REPORTS_STORAGE", "local")
+    if kind == "local":
+        return {
+            "BACKEND": "reports.storage.AtomicFileSystemStorage",
+            "OPTIONS": {"location": REPORTS_STORAGE_DIR},
+        }
+    if kind != "s3":
+        raise ImproperlyConfigured(f"REPORTS_STORAGE must be local or s3, not {kind!r}")
+    if not env_str("AWS_STORAGE_BUCKET_NAME"):
+        raise ImproperlyConfigured("REPORTS_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME.")
+    from botocore.config import Config
+
+    # Bounded waits: a store that does not answer fails a save in seconds, not minutes.
+    timeout = env_number("REPORTS_STORAGE_TIMEOUT_S", 10, minimum=0.1)
+    return {
+        "BACKEND": "reports.object_store.ObjectStorage",
+        "OPTIONS": {
+            "bucket_name": env_str("AWS_STORAGE_BUCKET_NAME"),
+            "endpoint_url": env_str("AWS_S3_ENDPOINT_URL") or None,
+            "region_name": env_str("AWS_S3_REGION_NAME") or None,
+            # Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, read by boto3 itself.
+            "default_acl": None,
+            "file_overwrite": True,  # names are random: nothing is ever overwritten
+            "client_config": Config(
+                connect_timeout=timeout,
+                read_timeout=timeout,
+                retries={"mode": "standard", "max_attempts": 3},
+            ),
+        },
+    }
+
+
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "reports": reports_storage(),
+}
 REPORTS_PROVIDER = env_str("REPORTS_PROVIDER", "simulated")
 REPORTS_PROVIDERS = {
     "simulated": {
@@ -237,6 +303,8 @@ REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
 REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
+# SIGTERM on a web process: how long open streams get to close before it stops (asgi.py).
+REPORTS_DRAIN_S = env_number("REPORTS_DRAIN_S", 10, minimum=0)
 
 # --- Observability (docs/observability.md) -----------------------------------------------
 APP_VERSION = env_str("APP_VERSION")  # unset: the package version + the git commit

@@ -152,8 +152,14 @@ def result(request: HttpRequest, user, task_id) -> FileResponse:
     task = owned_task(user, task_id)
     if task.status != Status.SUCCEEDED:
         raise ApiError(404, "not_found", "The report is not ready: the task has not succeeded.")
+    try:
+        report = storage.open_result(task.result_id)
+    except OSError:
+        raise ApiError(
+            503, "storage_unavailable", "The report store cannot be reached; try again shortly."
+        ) from None
     return FileResponse(
-        storage.result_path(task.result_id).open("rb"),
+        report,
         as_attachment=True,
         filename=f"report-{task.pk}.md",
         content_type="text/markdown; charset=utf-8",

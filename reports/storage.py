@@ -1,4 +1,11 @@
-"""Private files: uploaded documents under random names, and saved reports, written atomically."""
+"""Private files: uploaded documents under random names, and saved reports.
+
+Every file goes through Django's storage API, the `reports` entry of `STORAGES`: local files
+under `REPORTS_STORAGE_DIR` by default, or an S3-compatible object store
+(`REPORTS_STORAGE=s3`, reports/object_store.py), so web and worker processes need share no
+disk. Either way a reader sees a file whole or not at all, and every failure of the store
+is an `OSError`.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +15,20 @@ import secrets
 import tempfile
 from pathlib import Path
 
-from django.conf import settings
+from django.core.files import File
+from django.core.files.base import ContentFile
+from django.core.files.storage import FileSystemStorage, storages
 
 
-def _dir(kind: str) -> Path:
-    path = Path(settings.REPORTS_STORAGE_DIR) / kind
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+class AtomicFileSystemStorage(FileSystemStorage):
+    """Local files written aside and renamed into place, so no reader sees half of one."""
+
+    def _save(self, name: str, content) -> str:
+        path = Path(self.path(name))
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        content.seek(0)
+        write_atomically(path, content.read())
+        return name
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -31,28 +45,45 @@ def write_atomically(path: Path, data: bytes) -> None:
         raise
 
 
+def _store():
+    return storages["reports"]
+
+
 def save_upload(data: bytes) -> str:
     """Store an uploaded document; return its storage name (never the user's file name)."""
     name = secrets.token_hex(16)
-    write_atomically(_dir("uploads") / name, data)
+    _store().save(f"uploads/{name}", ContentFile(data))
     return name
 
 
 def read_upload(storage_name: str) -> bytes:
-    return (_dir("uploads") / storage_name).read_bytes()
+    with _store().open(f"uploads/{storage_name}", "rb") as f:
+        return f.read()
 
 
 def delete_uploads(storage_names) -> None:
     for name in storage_names:
-        (_dir("uploads") / name).unlink(missing_ok=True)
+        _store().delete(f"uploads/{name}")
 
 
-def result_path(result_id) -> Path:
-    return _dir("results") / f"{result_id}.md"
+def _result_name(result_id) -> str:
+    return f"results/{result_id}.md"
 
 
 def save_result(result_id, text: str) -> tuple[str, int]:
     """Save a report; return its sha256 and size in bytes."""
     data = text.encode("utf-8")
-    write_atomically(result_path(result_id), data)
+    _store().save(_result_name(result_id), ContentFile(data))
     return hashlib.sha256(data).hexdigest(), len(data)
+
+
+def open_result(result_id) -> File:
+    """Open a saved report for reading; FileNotFoundError when it is not in the store."""
+    name = _result_name(result_id)
+    if not _store().exists(name):
+        raise FileNotFoundError(name)
+    return _store().open(name, "rb")
+
+
+def delete_result(result_id) -> None:
+    _store().delete(_result_name(result_id))

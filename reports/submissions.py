@@ -8,6 +8,7 @@ upload leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
@@ -175,7 +176,7 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
         return existing, True
     _limit_rate(user)
     _admit()
-    names = [storage.save_upload(u.data) for u in submission.uploads]
+    names = _store_uploads(submission)
     try:
         with transaction.atomic():
             task = _create(user, submission, names)
@@ -273,6 +274,22 @@ def retry_after_s(queued: int) -> int:
     slots = max(1, settings.REPORTS_MAX_RUNNING)
     excess = queued - settings.REPORTS_QUEUE_LIMIT + 1
     return max(5, min(300, 10 * excess // slots))
+
+
+def _store_uploads(submission: Submission) -> list[str]:
+    """Store every file of the submission, or none: a store that fails is a 503."""
+    names: list[str] = []
+    try:
+        for u in submission.uploads:
+            names.append(storage.save_upload(u.data))
+    except OSError:
+        log.exception("storing an upload failed")
+        with contextlib.suppress(OSError):  # what did get stored goes if the store allows
+            storage.delete_uploads(names)
+        raise ApiError(
+            503, "storage_unavailable", "The file store cannot be reached; try again shortly."
+        ) from None
+    return names
 
 
 def _create(user, submission: Submission, storage_names: list[str]) -> Task:

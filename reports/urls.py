@@ -1,6 +1,6 @@
 from django.urls import path
 
-from reports import api, views
+from reports import api, health, views
 from reports.observability import views as observability_views
 from reports.streaming import sse
 
@@ -20,4 +20,7 @@ urlpatterns = [
     path("version", observability_views.version, name="version"),
     path("metrics", observability_views.metrics_view, name="metrics"),
     path("staff/latency/", observability_views.latency_page, name="staff-latency"),
+    # load balancers and orchestrators (docs/production.md)
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
 ]

@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import connection, connections
 
 NEW_TASK = "new-task"
@@ -67,10 +68,7 @@ async def listen(wake: Callable[[], None], listening: Callable[[bool], None]) ->
         return
     import psycopg
 
-    params = connections["default"].get_connection_params()
-    conninfo = {
-        k: params[k] for k in ("dbname", "user", "password", "host", "port") if params.get(k)
-    }
+    conninfo = _listen_conninfo()
     delay = 0.5
     while True:
         try:
@@ -88,3 +86,22 @@ async def listen(wake: Callable[[], None], listening: Callable[[bool], None]) ->
             log.warning("LISTEN %s failed (%s); polling until it reconnects", CHANNEL, exc)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 30.0)
+
+
+def _listen_conninfo() -> dict:
+    """Return how to reach PostgreSQL for a session that LISTENs: REPORTS_LISTEN_DATABASE_URL
+    when set (behind a transaction pooler it must bypass the pooler), else the database's."""
+    if settings.REPORTS_LISTEN_DATABASE_URL:
+        import dj_database_url
+
+        url = dj_database_url.parse(settings.REPORTS_LISTEN_DATABASE_URL)
+        params = {
+            "dbname": url["NAME"],
+            "user": url["USER"],
+            "password": url["PASSWORD"],
+            "host": url["HOST"],
+            "port": url["PORT"],
+        }
+    else:
+        params = connections["default"].get_connection_params()
+    return {k: params[k] for k in ("dbname", "user", "password", "host", "port") if params.get(k)}

@@ -4,23 +4,38 @@ from __future__ import annotations
 
 import io
 import logging
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
 
 import pytest
 from asgiref.sync import async_to_sync
 from django.db import connections
 from django.test import Client
 
+from project.settings import reports_storage
 from reports import lanes
 from reports.clock import FakeClock
 from reports.models import ApiToken, Task
 from reports.observability.logs import JsonFormatter
 from reports.worker.supervisor import Supervisor
-from tests.helpers import SAMPLE, ScriptedProvider, make_submission, run_all, silent
+from tests.helpers import (
+    SAMPLE,
+    ScriptedProvider,
+    free_port,
+    local_storage,
+    make_submission,
+    run_all,
+    silent,
+    wait_for_port,
+)
 
 
 @pytest.fixture(autouse=True)
 def private_storage(settings, tmp_path):
     settings.REPORTS_STORAGE_DIR = tmp_path / "files"
+    settings.STORAGES = {**settings.STORAGES, "reports": local_storage(tmp_path / "files")}
     settings.REPORTS_ALLOW_SCENARIOS = True
     settings.REPORTS_EMBEDDED_WORKER = False
 
@@ -127,3 +142,46 @@ def pytest_collection_modifyitems(config, items):
     """Run browser tests last: Playwright's sync API keeps an event loop running in this
     thread for the rest of the session, where no async test could run."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory) -> Iterator[str]:
+    """An S3-compatible server (moto's) of the test run's own, on a free port."""
+    port = free_port()
+    log = (tmp_path_factory.mktemp("s3") / "server.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_port(port, timeout=30)
+        yield endpoint
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture
+def object_store(s3_endpoint, settings, monkeypatch) -> dict[str, str]:
+    """Put this test's files in a fresh bucket; return the environment that names it."""
+    import boto3
+
+    env = {
+        "REPORTS_STORAGE": "s3",
+        "AWS_STORAGE_BUCKET_NAME": f"reports-{uuid.uuid4().hex[:12]}",
+        "AWS_S3_ENDPOINT_URL": s3_endpoint,
+        "AWS_S3_REGION_NAME": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "REPORTS_STORAGE_TIMEOUT_S": "2",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1").create_bucket(
+        Bucket=env["AWS_STORAGE_BUCKET_NAME"]
+    )
+    settings.STORAGES = {**settings.STORAGES, "reports": reports_storage()}
+    return env

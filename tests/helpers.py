@@ -6,15 +6,17 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.conf import settings as django_settings
+from django.core.files.storage import storages
 from django.test import Client
 
-from reports import submissions
+from reports import storage, submissions
 from reports.models import Document, Task
 from reports.providers.base import Completed, Provider, TextDelta, Usage
 from reports.submissions import Submission, Upload
@@ -123,9 +125,28 @@ async def silent(request, clock):
     yield TextDelta("too late")
 
 
-def stored_uploads() -> list[Path]:
-    folder = Path(django_settings.REPORTS_STORAGE_DIR) / "uploads"
-    return sorted(folder.iterdir()) if folder.exists() else []
+def local_storage(folder: Path) -> dict:
+    """Return the `STORAGES` entry of local files under `folder`."""
+    return {"BACKEND": "reports.storage.AtomicFileSystemStorage", "OPTIONS": {"location": folder}}
+
+
+def stored_files(kind: str) -> list[str]:
+    """Return the names of the stored `uploads` or `results`, whatever the store."""
+    try:
+        return sorted(storages["reports"].listdir(kind)[1])
+    except FileNotFoundError:
+        return []
+
+
+def saved_report(task) -> str:
+    """Return the report saved for a succeeded task, read back from the store."""
+    task.refresh_from_db()
+    with storage.open_result(task.result_id) as f:
+        return f.read().decode()
+
+
+def stored_uploads() -> list[str]:
+    return stored_files("uploads")
 
 
 def snapshot() -> tuple[int, int, list[Path]]:
@@ -174,3 +195,40 @@ def database_url(db: dict) -> str:
 def lines_of(stream: io.StringIO) -> list[dict]:
     """Parse every line the configured handler wrote; each must be one JSON object."""
     return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float) -> None:
+    """Wait (bounded) until something accepts connections on 127.0.0.1:`port`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing answered on port {port} within {timeout} s")
+
+
+def files_under(folder: Path) -> list[Path]:
+    """Return every file below `folder` (none when it does not exist)."""
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def read_events(reply) -> Iterator[tuple[int, str, dict]]:
+    """Yield (seq, type, data) of each event of a text/event-stream response as it arrives."""
+    fields: dict[str, str] = {}
+    for raw in iter(reply.readline, b""):
+        line = raw.decode().rstrip("\n")
+        if line:
+            name, _, value = line.partition(": ")
+            fields[name] = value
+            continue
+        if "id" in fields:
+            yield int(fields["id"]), fields["event"], json.loads(fields["data"])
+        fields = {}

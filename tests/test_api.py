@@ -15,9 +15,8 @@ from django.db import connection
 from django.test import Client
 from django.utils.crypto import get_random_string
 
-from reports import storage
 from reports.models import Document, Status, Task
-from tests.helpers import SAMPLE, run_all, submit, task_of, upload
+from tests.helpers import SAMPLE, run_all, saved_report, stored_files, submit, task_of, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -314,8 +313,7 @@ def test_concurrent_duplicates_make_exactly_one_task(alice):
     assert len({r.json()["task_id"] for r in responses if r.status_code in (200, 201)}) == 1
     assert Task.objects.count() == 1
     assert Document.objects.count() == 1
-    uploads = storage._dir("uploads")
-    assert [p.name for p in uploads.iterdir()] == [Document.objects.get().storage_name]
+    assert stored_files("uploads") == [Document.objects.get().storage_name]
 
 
 # --- ownership and not-found --------------------------------------------------------------
@@ -517,7 +515,7 @@ def test_the_result_downloads_as_an_attachment_matching_its_checksum(alice_clien
     assert f"report-{task.pk}.md" in response["Content-Disposition"]
     assert response["Content-Type"].startswith("text/markdown")
     content = b"".join(response.streaming_content)
-    assert content == storage.result_path(task.result_id).read_bytes()
+    assert content == saved_report(task).encode()
     assert hashlib.sha256(content).hexdigest() == body["result"]["sha256"]
     assert len(content) == body["result"]["bytes"]
     assert content.decode().startswith("# ")

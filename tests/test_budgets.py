@@ -7,13 +7,21 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from reports import budgets, lifecycle, storage
+from reports import budgets, lifecycle
 from reports.models import Attempt, Budget, Document, Status, Task
 from reports.providers.base import Completed, ProviderError, Retry, TextDelta, Usage
 from reports.providers.prompts import PROMPT_VERSION
 from reports.reconciliation import resolve_reconciliation
 from reports.worker.leases import claim_next_task, reap_expired_leases
-from tests.helpers import SAMPLE, run_all, submit, task_of, upload, whole_report
+from tests.helpers import (
+    SAMPLE,
+    run_all,
+    stored_files,
+    submit,
+    task_of,
+    upload,
+    whole_report,
+)
 from tests.parsers import samples
 
 pytestmark = pytest.mark.django_db
@@ -318,7 +326,7 @@ def test_an_exhausted_budget_answers_402_and_leaves_nothing_behind(alice_client,
     assert "remaining budget ($0.0000)" in error["message"]
     assert list(Task.objects.values_list("pk", flat=True)) == [first.pk]
     assert Document.objects.count() == 1
-    assert len(list((storage._dir("uploads")).iterdir())) == 1
+    assert len(stored_files("uploads")) == 1
     assert budget(alice).reserved_micros == first.reserved_micros
 
 

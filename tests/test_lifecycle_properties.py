@@ -3,22 +3,21 @@ complete never break the lifecycle's promises (docs/lifecycle.md, docs/architect
 
 import contextlib
 import datetime as dt
-from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
-from django.conf import settings
+from django.core.files.storage import storages
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
-from reports import lifecycle, storage
+from reports import lifecycle
 from reports.clock import FakeClock
 from reports.models import TERMINAL, TRANSITIONS, Attempt, Budget, Task, TaskEvent
 from reports.worker import leases
 from reports.worker.pipeline import AttemptRun
-from tests.helpers import REPORT, ScriptedProvider, make_submission
+from tests.helpers import REPORT, ScriptedProvider, make_submission, saved_report, stored_files
 
 LONG_AGO = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
@@ -41,12 +40,8 @@ class TaskLifecycle(RuleBasedStateMachine):
         self.clock = FakeClock()
         Task.objects.all().delete()
         Budget.objects.all().delete()  # deleting tasks would leave their reservations held
-        for path in self._results():
-            path.unlink()
-
-    def _results(self) -> list[Path]:
-        folder = Path(settings.REPORTS_STORAGE_DIR) / "results"
-        return list(folder.glob("*.md")) if folder.exists() else []
+        for name in stored_files("results"):
+            storages["reports"].delete(f"results/{name}")
 
     @rule(target=tasks)
     def create(self):
@@ -134,13 +129,11 @@ class TaskLifecycle(RuleBasedStateMachine):
     @invariant()
     def succeeded_iff_exactly_one_saved_file_of_the_winning_attempt(self):
         succeeded = Task.objects.filter(status="succeeded")
-        assert sorted(p.name for p in self._results()) == sorted(
-            f"{t.result_id}.md" for t in succeeded
-        )
+        assert stored_files("results") == sorted(f"{t.result_id}.md" for t in succeeded)
         for task in succeeded:
             winner = Attempt.objects.filter(task=task).order_by("-number").first()
             assert winner.status == "succeeded"
-            assert storage.result_path(task.result_id).read_text() == winner.text == REPORT
+            assert saved_report(task) == winner.text == REPORT
 
     @invariant()
     def money_adds_up(self):

@@ -252,11 +252,12 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         task = get_object_or_404(Task, pk=task_id, status=Status.SUCCEEDED)
-        file = storage.result_path(task.result_id)
-        if not file.is_file():
-            raise Http404("The saved report file is missing.")
+        try:
+            report = storage.open_result(task.result_id)
+        except FileNotFoundError:
+            raise Http404("The saved report file is missing.") from None
         return FileResponse(
-            file.open("rb"),
+            report,
             as_attachment=True,
             filename=f"report-{task.pk}.md",
             content_type="text/markdown; charset=utf-8",

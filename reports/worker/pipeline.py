@@ -384,7 +384,7 @@ class AttemptRun:
                 report_html=html,
             )
         except LeaseLost:
-            storage.result_path(result_id).unlink(missing_ok=True)
+            await lanes.in_blocking_pool(storage.delete_result)(result_id)
             raise
         return Outcome(Status.SUCCEEDED)
 

@@ -50,6 +50,7 @@ class Supervisor:
         self._stopping = False
         self.listening = asyncio.Event()  # set while it hears new tasks at once (LISTEN)
         self.idle = asyncio.Event()  # set while it waits with nothing left to look at
+        self.looked_at: float | None = None  # monotonic time of the last look that worked
 
     # --- units of work (tests call these) -------------------------------------------------
 
@@ -105,6 +106,7 @@ class Supervisor:
                     last_reap = now
                 while await self.claim_and_start():
                     pass
+                self.looked_at = self.clock.monotonic()
             except Exception:
                 log.exception("worker loop error; retrying")
             if not self._wake.is_set():
@@ -112,6 +114,15 @@ class Supervisor:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.poll_s)
             self.idle.clear()
+
+    def is_current(self) -> bool:
+        """Return whether the loop looked for work successfully (so reached the database)
+        recently enough that its running attempts' leases are being renewed."""
+        if self.looked_at is None or self._stopping:
+            return False
+        return self.clock.monotonic() - self.looked_at < max(
+            settings.REPORTS_LEASE_S / 2, 3 * self.poll_s
+        )
 
     async def shutdown(self) -> None:
         """Stop claiming; let running attempts end (a lease left behind is reaped)."""

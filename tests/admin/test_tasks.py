@@ -5,11 +5,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils.html import escape
 
-from reports import storage
 from reports.models import Status, Task, TaskEvent
 from reports.reconciliation import FAILED_MESSAGE, ResolutionRefused, resolve_reconciliation
 from reports.worker.leases import claim_next_task
-from tests.helpers import run_all
+from tests.helpers import run_all, saved_report
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +103,7 @@ def test_staff_download_serves_the_saved_report_as_attachment(admin_client, make
     response = admin_client.get(f"{CHANGELIST}{task.pk}/report/")
     assert response.status_code == 200
     assert response["Content-Disposition"].startswith("attachment")
-    saved = storage.result_path(task.result_id).read_bytes()
+    saved = saved_report(task).encode()
     assert b"".join(response.streaming_content) == saved
 
 

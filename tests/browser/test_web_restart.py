@@ -4,7 +4,6 @@ keeps writing. The page and an SSE client both resume with no gap and no repeat.
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from playwright.sync_api import expect
 
 from tests.browser.helpers import stream_text, upload
 from tests.browser.server import PYTHON, ROOT, LiveServer
+from tests.helpers import read_events
 
 
 @pytest.fixture(params=["sqlite", "postgres+redis"])
@@ -85,19 +85,9 @@ class EventStream:
         conn.request("GET", f"/api/tasks/{self.task_id}/events", headers=headers)
         reply = conn.getresponse()
         assert reply.status == 200
-        fields: dict[str, str] = {}
         try:
-            for raw in iter(reply.readline, b""):
-                line = raw.decode().rstrip("\n")
-                if line:
-                    name, _, value = line.partition(": ")
-                    fields[name] = value
-                    continue
-                if "id" in fields:
-                    self.events.append(
-                        (int(fields["id"]), fields["event"], json.loads(fields["data"]))
-                    )
-                fields = {}
+            for event in read_events(reply):
+                self.events.append(event)
                 deltas = sum(1 for e in self.events if e[1] == "delta")
                 if until_deltas is not None and deltas >= until_deltas:
                     return

@@ -13,10 +13,11 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
-from reports import lifecycle, storage
+from reports import lifecycle
 from reports.models import TERMINAL, Status, Task, TaskEvent
 from reports.streaming import broadcast, sse
 from reports.worker.leases import Claim, claim_next_task
+from tests.helpers import saved_report
 
 db = sync_to_async
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -134,7 +135,7 @@ async def test_a_finished_task_streams_every_event_once_in_order_then_closes(
             assert set(event.data) >= {"status", "attempt"}
         if event.event == "delta":
             assert isinstance(event.data["text"], str) and event.data["attempt"] == 1
-    report = storage.result_path(task.result_id).read_text()
+    report = saved_report(task)
     assert "".join(e.data["text"] for e in events if e.event == "delta") == report
 
 

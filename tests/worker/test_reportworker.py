@@ -1,9 +1,14 @@
 """`manage.py reportworker` as real processes: killed mid-stream or while reading a
-document, and stopped by SIGTERM."""
+document, stopped by SIGTERM, serving its probes and figures; reaching PostgreSQL directly
+and through PgBouncer in transaction pooling."""
 
+import http.client
+import json
 import os
 import signal
 import socket
+import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
@@ -11,14 +16,22 @@ import pytest
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from reports import storage, submissions
+from reports import submissions
 from reports.models import Attempt, Task, TaskEvent
 from reports.submissions import Submission, Upload
 from reports.worker.leases import POISON
-from tests.helpers import wait_for
+from tests.helpers import (
+    files_under,
+    free_port,
+    saved_report,
+    stored_files,
+    wait_for,
+    wait_for_port,
+)
 from tests.security import hostile
 
 pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_killed_worker_task_finishes_on_another_as_a_new_attempt(make_task, spawn_worker):
@@ -43,11 +56,10 @@ def test_a_killed_worker_task_finishes_on_another_as_a_new_attempt(make_task, sp
     first, second = Attempt.objects.filter(task=task).order_by("number")
     assert (first.status, first.error_type, first.text) == ("interrupted", "worker_lost", partial)
     assert second.status == "succeeded"
-    saved = storage.result_path(task.result_id).read_text()
+    saved = saved_report(task)
     assert saved == second.text == TaskEvent.objects.attempt_text(task.pk, 2)
     assert saved.count(partial[:40]) == 1  # the dead attempt's text is not prepended
-    results = list((Path(settings.REPORTS_STORAGE_DIR) / "results").iterdir())
-    assert [p.name for p in results] == [f"{task.result_id}.md"]
+    assert stored_files("results") == [f"{task.result_id}.md"]
 
 
 def test_sigterm_stops_claiming_and_lets_the_running_attempt_finish(make_task, spawn_worker):
@@ -64,6 +76,84 @@ def test_sigterm_stops_claiming_and_lets_the_running_attempt_finish(make_task, s
     assert worker.wait(timeout=60) == 0
     assert Task.objects.get(pk=running.pk).status == "succeeded"
     assert Task.objects.get(pk=waiting.pk).status == "queued"  # handed on, never half-run
+
+
+def test_on_an_object_store_a_killed_worker_is_replaced_by_one_with_a_fresh_disk(
+    object_store, make_task, spawn_worker, tmp_path
+):
+    """Web (this process) and each worker have a data directory of their own; the
+    replacement never saw the first worker's disk, and no task file is left on any."""
+    task = make_task()
+    pace = {"REPORTS_SIMULATED_TTFT_S": "0", "REPORTS_SIMULATED_TOKENS_PER_S": "40"}
+    disks = [tmp_path / "worker-1", tmp_path / "worker-2"]
+    first = spawn_worker(data_dir=disks[0], **pace)
+    wait_for(
+        lambda: TaskEvent.objects.filter(task=task, type="delta").count() >= 3,
+        "the first worker to stream some text",
+    )
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    spawn_worker(data_dir=disks[1], **pace)
+
+    wait_for(
+        lambda: Task.objects.filter(pk=task.pk, status="succeeded").exists(),
+        "the task to succeed on the replacement",
+    )
+    assert saved_report(task) == TaskEvent.objects.attempt_text(task.pk, 2)
+    assert stored_files("results") == [f"{task.result_id}.md"]
+    assert stored_files("uploads") == [task.documents.get().storage_name]
+    for disk in [Path(settings.REPORTS_STORAGE_DIR), *disks]:
+        assert files_under(disk) == []
+
+
+def test_behind_a_transaction_pooler_without_a_direct_listen_url_it_refuses_to_start():
+    environment = {
+        **os.environ,
+        "DJANGO_SECRET_KEY": "test-only",
+        "DATABASE_URL": "postgres://postgres@127.0.0.1:6432/reportline",
+        "REPORTS_DATABASE_POOLING": "transaction",
+        "REPORTS_LISTEN_DATABASE_URL": "",
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "reportworker", "--slots", "1"],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "REPORTS_LISTEN_DATABASE_URL" in result.stderr
+
+
+def probe(port: int, path: str) -> tuple[int, dict]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.request("GET", path)
+        reply = connection.getresponse()
+        return reply.status, json.loads(reply.read())
+    finally:
+        connection.close()
+
+
+def test_a_worker_answers_health_and_readiness_probes_on_its_port(spawn_worker):
+    ready_port, stranded_port = free_port(), free_port()
+    spawn_worker(slots=1, extra=["--health-port", str(ready_port)])
+    stranded = spawn_worker(
+        slots=1,
+        extra=["--health-port", str(stranded_port)],
+        DATABASE_URL=f"postgres://nobody@127.0.0.1:{free_port()}/gone",
+    )
+    wait_for_port(ready_port, timeout=30)
+    assert wait_for(lambda: probe(ready_port, "/readyz")[0] == 200, "the worker to be ready")
+    assert probe(ready_port, "/readyz") == (200, {"status": "ready"})
+    assert probe(ready_port, "/healthz") == (200, {"status": "ok"})
+
+    # A worker that cannot reach its database is alive, and never ready.
+    wait_for_port(stranded_port, timeout=30)
+    assert probe(stranded_port, "/healthz") == (200, {"status": "ok"})
+    assert probe(stranded_port, "/readyz") == (503, {"status": "unavailable"})
+    assert stranded.poll() is None
 
 
 def children_of(pid: int) -> list[int]:
@@ -107,7 +197,7 @@ def test_a_worker_serves_its_own_event_loop_figures_on_its_metrics_port(spawn_wo
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    spawn_worker(1, "--metrics-port", str(port))
+    spawn_worker(1, extra=("--metrics-port", str(port)))
 
     def lag_samples() -> float:
         try:

@@ -12,15 +12,10 @@ from reports.providers.base import Completed, Heartbeat, TextDelta
 from reports.streaming import broadcast
 from reports.worker import leases
 from reports.worker.leases import claim_next_task, reap_expired_leases
-from tests.helpers import REPORT, expire_lease, run_all, whole_report
+from tests.helpers import REPORT, expire_lease, run_all, saved_report, whole_report
 
 db = sync_to_async
 async_db = pytest.mark.django_db(transaction=True)
-
-
-def saved_report(task: Task) -> str:
-    task.refresh_from_db()
-    return storage.result_path(task.result_id).read_text()
 
 
 @pytest.mark.django_db

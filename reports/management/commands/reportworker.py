@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand
 from prometheus_client import start_http_server
 
 from reports.observability import loop_lag
+from reports.worker import probes
 from reports.worker.supervisor import Supervisor
 
 
@@ -26,16 +27,29 @@ class Command(BaseCommand):
             "127.0.0.1 at this port (default: not served; the task figures are on the web's "
             "/metrics).",
         )
+        parser.add_argument(
+            "--health-port",
+            type=int,
+            default=0,
+            help="Answer GET /healthz and /readyz on this port (default 0: off).",
+        )
+        parser.add_argument(
+            "--health-host",
+            default="127.0.0.1",
+            help="Address the probes listen on (default 127.0.0.1; 0.0.0.0 for a pod's probes).",
+        )
 
-    def handle(self, *args, slots, lanes, metrics_port, **options):
+    def handle(self, *args, slots, lanes, metrics_port, health_port, health_host, **options):
         lanes = tuple(lane for lane in lanes.split(",") if lane in settings.REPORTS_LANE_LIMITS)
         if metrics_port is not None:
             start_http_server(metrics_port, addr="127.0.0.1", registry=loop_lag.registry)
-        asyncio.run(self._serve(slots, lanes))
+        asyncio.run(self._serve(slots, lanes, health_host, health_port))
 
-    async def _serve(self, slots: int, lanes: tuple[str, ...]) -> None:
+    async def _serve(self, slots: int, lanes: tuple[str, ...], host: str, port: int) -> None:
         loop_lag.watch_running_loop()
         supervisor = Supervisor(slots=slots, lanes=lanes)
+        if port:
+            await probes.serve(host, port, supervisor.is_current)
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

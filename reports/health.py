@@ -1,0 +1,96 @@
+"""Liveness and readiness for load balancers and orchestrators (docs/production.md).
+
+`/healthz` answers while the process serves at all. `/readyz` says whether it should be
+sent work: the database and the channel layer answer, and the process is not draining.
+Both are unauthenticated, so they say nothing but which check failed: no host, no error
+text, no version. A probe costs one `SELECT 1` and one message to the process's own
+channel, and probes arriving together share one check (at most one a second), so a flood
+of probes cannot crowd out real queries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from channels.layers import get_channel_layer
+from django.db import connection
+from django.http import JsonResponse
+from django.views.decorators.http import require_GET
+
+from reports.lanes import on_shared_db
+
+CHECK_TIMEOUT_S = 2.0  # a dependency slower than this is as good as down to a balancer
+FRESH_S = 1.0  # how long one check's answer serves later probes
+
+_draining = False
+_last: tuple[float, dict[str, bool]] | None = None
+_running: asyncio.Future | None = None
+
+
+def start_draining() -> None:
+    """From now on, answer not ready: the process is shutting down (project/asgi.py)."""
+    global _draining
+    _draining = True
+
+
+def is_draining() -> bool:
+    return _draining
+
+
+def _select_one() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+async def _database() -> None:
+    await on_shared_db(_select_one)()
+
+
+async def _channel_layer() -> None:
+    layer = get_channel_layer()
+    channel = await layer.new_channel("health")
+    await layer.send(channel, {"type": "health.ping"})
+    await layer.receive(channel)
+
+
+async def _passes(check) -> bool:
+    try:
+        await asyncio.wait_for(check(), CHECK_TIMEOUT_S)
+    except Exception:  # whatever failed, the balancer only needs to know that it did
+        return False
+    return True
+
+
+async def _check() -> dict[str, bool]:
+    database, channel_layer = await asyncio.gather(_passes(_database), _passes(_channel_layer))
+    return {"database": database, "channel_layer": channel_layer}
+
+
+async def dependencies() -> dict[str, bool]:
+    """Return whether each dependency answers, checking at most once a second."""
+    global _last, _running
+    if _last is not None and time.monotonic() - _last[0] < FRESH_S:
+        return _last[1]
+    if _running is None or _running.done():
+        _running = asyncio.ensure_future(_check())
+    checks = await asyncio.shield(_running)
+    _last = (time.monotonic(), checks)
+    return checks
+
+
+@require_GET
+async def healthz(request) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+@require_GET
+async def readyz(request) -> JsonResponse:
+    checks = await dependencies()
+    ready = all(checks.values()) and not is_draining()
+    body = {
+        "status": "ready" if ready else "unavailable",
+        "checks": {name: "ok" if ok else "down" for name, ok in checks.items()},
+        "draining": is_draining(),
+    }
+    return JsonResponse(body, status=200 if ready else 503)

@@ -1,0 +1,91 @@
+"""/healthz and /readyz: cheap, unauthenticated, and saying nothing but which check failed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from channels.layers import get_channel_layer
+from django.db import OperationalError
+from django.test import AsyncClient
+
+from reports import health
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_checks(monkeypatch):
+    monkeypatch.setattr(health, "_last", None)
+    monkeypatch.setattr(health, "_running", None)
+    monkeypatch.setattr(health, "_draining", False)
+
+
+async def get(path: str):
+    reply = await AsyncClient().get(path)
+    return reply.status_code, json.loads(reply.content)
+
+
+async def test_a_healthy_process_is_alive_and_ready_without_credentials():
+    assert await get("/healthz") == (200, {"status": "ok"})
+    assert await get("/readyz") == (
+        200,
+        {
+            "status": "ready",
+            "checks": {"database": "ok", "channel_layer": "ok"},
+            "draining": False,
+        },
+    )
+
+
+async def test_with_the_database_down_it_is_alive_but_not_ready(monkeypatch):
+    def refused():
+        raise OperationalError('connection to server at "10.0.0.7", port 5432 failed')
+
+    monkeypatch.setattr(health, "_select_one", refused)
+    status, body = await get("/readyz")
+    assert status == 503
+    assert body["checks"] == {"database": "down", "channel_layer": "ok"}
+    assert "10.0.0.7" not in json.dumps(body)  # nothing about the infrastructure leaks
+    assert await get("/healthz") == (200, {"status": "ok"})
+
+
+async def test_with_the_channel_layer_down_it_is_not_ready(monkeypatch):
+    async def refused(*args, **kwargs):
+        raise ConnectionError("Error 111 connecting to redis.internal:6379")
+
+    monkeypatch.setattr(get_channel_layer(), "send", refused)
+    status, body = await get("/readyz")
+    assert status == 503
+    assert body["checks"] == {"database": "ok", "channel_layer": "down"}
+    assert "redis.internal" not in json.dumps(body)
+
+
+async def test_a_dependency_that_hangs_is_down_after_a_bounded_wait(monkeypatch):
+    monkeypatch.setattr(health, "CHECK_TIMEOUT_S", 0.05)
+
+    async def hangs(*args, **kwargs):
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(get_channel_layer(), "receive", hangs)
+    status, body = await get("/readyz")
+    assert (status, body["checks"]["channel_layer"]) == (503, "down")
+
+
+async def test_a_draining_process_is_alive_but_not_ready():
+    health.start_draining()
+    status, body = await get("/readyz")
+    assert (status, body["status"], body["draining"]) == (503, "unavailable", True)
+    assert await get("/healthz") == (200, {"status": "ok"})
+
+
+async def test_a_burst_of_probes_costs_one_check(monkeypatch):
+    queries = []
+
+    def counted():
+        queries.append(1)
+
+    monkeypatch.setattr(health, "_select_one", counted)
+    await asyncio.gather(*(get("/readyz") for _ in range(20)))
+    assert len(queries) == 1
