@@ -17,9 +17,8 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set up
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
-from reports.routing import websocket_urlpatterns  # noqa: E402
+from reports.routing import SameOriginValidator, websocket_urlpatterns  # noqa: E402
 from reports.worker import supervisor  # noqa: E402
 
 
@@ -48,9 +47,7 @@ application = StartsEmbeddedWorker(
     ProtocolTypeRouter(
         {
             "http": django_asgi_app,
-            "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-            ),
+            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )
 )
