@@ -19,7 +19,7 @@ from functools import cached_property
 from pathlib import PurePath
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from reports import budgets, storage, wakeups
@@ -31,6 +31,8 @@ from reports.parsers.base import InvalidContent, UnsupportedContent
 from reports.providers import SCENARIOS
 from reports.providers.prompts import PROMPT_VERSION
 
+# Any fixed number, other than the worker's claim lock: every creation takes this one.
+ADMISSION_LOCK = 7_240_502
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 log = logging.getLogger(__name__)
 # Control characters other than tab and newline; PostgreSQL refuses NUL in text outright.
@@ -173,11 +175,16 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     existing = _replay(user, submission)
     if existing is not None:
         return existing, True
+    # Refuse a flood before its files touch the disk; the check that holds is the one
+    # repeated under the admission lock, in the transaction that inserts the task.
     _limit_rate(user)
     _admit()
     names = [storage.save_upload(u.data) for u in submission.uploads]
     try:
         with transaction.atomic():
+            _lock_admission()
+            _limit_rate(user)
+            _admit()
             task = _create(user, submission, names)
             wakeups.announce_new_task()
     except IntegrityError:
@@ -234,6 +241,20 @@ def _replay(user, submission: Submission) -> Task | None:
             "This Idempotency-Key was already used for a different upload.",
         )
     return task
+
+
+def _lock_admission() -> None:
+    """Serialise task creation until the caller's transaction ends, so that the counts of
+    `_limit_rate` and `_admit` and the insert they allow are one step: no number of
+    parallel requests can run past either limit.
+
+    PostgreSQL: one advisory transaction lock for every creation (the queue limit is
+    global, so a per-user lock would not be enough). SQLite: nothing to add, as every
+    transaction is IMMEDIATE (project/settings.py) and so already holds the one write lock.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION_LOCK])
 
 
 def _admit() -> None:
