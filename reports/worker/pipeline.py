@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async as db
 from django.conf import settings
 from django.db.models.functions import Coalesce, Now
 
-from reports import rendering, storage, wakeups
+from reports import budgets, rendering, storage, wakeups
 from reports.clock import Clock
 from reports.models import Stage, Status, Task
 from reports.observability import tracing
@@ -115,6 +115,10 @@ class AttemptRun:
                 return Outcome(Status.FAILED, "invalid_input", str(exc))
         with self._timed(Stage.PREPARE):
             request = await db(build_request)(self.claim, documents)
+            try:
+                await db(budgets.top_up)(self.task_id, self.claim.epoch, request)
+            except budgets.BudgetExhausted as exc:
+                return Outcome(Status.FAILED, "budget_exhausted", str(exc))
         with self._timed(Stage.GENERATE):
             self.provider_called = True
             return await self._generate(request)
