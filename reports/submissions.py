@@ -94,7 +94,7 @@ def read_submission(request) -> Submission:
     # The upload limits may have stopped the parse: what arrived is incomplete.
     raise_if_upload_stopped(request)
     if not files:
-        raise ApiError(400, "invalid_request", "Choose at least one file to upload.")
+        raise ApiError(400, "invalid_request", _why_no_files(request))
     if len(files) > settings.REPORTS_MAX_FILES:
         raise ApiError(
             413, "file_too_large", f"At most {settings.REPORTS_MAX_FILES} files per request."
@@ -123,6 +123,21 @@ def read_submission(request) -> Submission:
         )
     fresh = request.POST.get("fresh", "").strip().lower() in {"1", "true", "on", "yes"}
     return Submission(uploads, instructions, scenario, key, fresh)
+
+
+def _why_no_files(request) -> str:
+    """Say why a request brought no file: nothing was sent, or what was sent was unreadable."""
+    if "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+        # Django reads a body only up to its Content-Length: a chunked body is never read.
+        return "Uploads must be sent with a Content-Length; a chunked request body is not read."
+    if request.POST or not int(request.META.get("CONTENT_LENGTH") or 0):
+        return "Choose at least one file to upload."
+    # A body arrived, yet no part of it was a readable field or file: Django skips a part
+    # whose headers are not UTF-8, such as a file name in another encoding.
+    return (
+        "No file could be read from the upload: send each file as a form part named "
+        "'files', with a file name in UTF-8."
+    )
 
 
 def _checked_upload(file) -> Upload:
