@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.helpers import serve
 from tests.browser.server import ROOT, LiveServer, free_port
 from tests.helpers import SAMPLE, self_signed_certificate
 
@@ -31,21 +30,7 @@ UNVERIFIED = ssl._create_unverified_context()
 
 
 @pytest.fixture(scope="module")
-def proxied_server(data_root, database_template) -> Iterator[LiveServer]:
-    """The slow server, trusting the TLS proxy's X-Forwarded-Proto as in production."""
-    yield from serve(
-        data_root,
-        database_template,
-        "proxied",
-        REPORTS_SIMULATED_TTFT_S=0.3,
-        REPORTS_SIMULATED_TOKENS_PER_S=50,
-        REPORTS_POLL_S=0.2,
-        DJANGO_TLS_PROXY=1,
-    )
-
-
-@pytest.fixture(scope="module")
-def nginx_ports(proxied_server: LiveServer) -> Iterator[tuple[int, int]]:
+def nginx_ports(slow_server: LiveServer) -> Iterator[tuple[int, int]]:
     """Run nginx with deploy/nginx.conf pointed at the test server; return its HTTPS and
     plain HTTP ports."""
     if not Path(NGINX).exists():
@@ -54,7 +39,7 @@ def nginx_ports(proxied_server: LiveServer) -> Iterator[tuple[int, int]]:
     prefix = Path(tempfile.mkdtemp(prefix="reportline-nginx-"))
     cert, key = self_signed_certificate(prefix)
     site = (ROOT / "deploy" / "nginx.conf").read_text()
-    site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{proxied_server.port};")
+    site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{slow_server.port};")
     site = site.replace("    server 127.0.0.1:8001;\n", "")
     site = site.replace("listen 80;", f"listen 127.0.0.1:{plain_port};")
     site = site.replace("listen 443 ssl;", f"listen 127.0.0.1:{port} ssl;")
@@ -111,8 +96,8 @@ def _wait_for_port(port: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def token(proxied_server: LiveServer) -> str:
-    return proxied_server.manage("issue_token", "alice").strip().splitlines()[-1]
+def token(slow_server: LiveServer) -> str:
+    return slow_server.manage("issue_token", "alice").strip().splitlines()[-1]
 
 
 def _submit(port: int, token: str) -> str:
@@ -171,10 +156,10 @@ def test_server_sent_events_arrive_through_nginx_as_they_are_written(nginx, toke
     assert _status(nginx, token, task_id) == "succeeded"
 
 
-def test_the_task_page_websocket_is_upgraded_through_nginx(nginx, token, proxied_server):
+def test_the_task_page_websocket_is_upgraded_through_nginx(nginx, token, slow_server):
     task_id = _submit(nginx, token)
     session = (
-        proxied_server.manage(
+        slow_server.manage(
             "shell",
             "-c",
             "from django.contrib.auth import get_user_model, SESSION_KEY, BACKEND_SESSION_KEY, "

@@ -14,17 +14,10 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.test import Client
 
-from reports.models import ApiToken, Task
-from tests.helpers import TASK_ROUTES, assert_refused, run_all, snapshot, submit, task_of, upload
+from reports.models import ApiToken
+from tests.helpers import TASK_ROUTES, assert_refused, snapshot, submit, upload
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def finished_task(alice_client, worker) -> Task:
-    response = submit(alice_client)
-    run_all(worker)
-    return task_of(response)
 
 
 def call(client: Client, method: str, path: str, **extra):

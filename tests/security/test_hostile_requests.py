@@ -7,16 +7,9 @@ import pytest
 from django.test import Client
 
 from reports.models import Task
-from tests.helpers import assert_refused, run_all, submit, task_of
+from tests.helpers import assert_refused, submit
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def finished_task(alice_client, worker) -> Task:
-    response = submit(alice_client)
-    run_all(worker)
-    return task_of(response)
 
 
 def report_timing(client: Client, task: Task, body: str):
