@@ -24,7 +24,7 @@ PRODUCTION = {
 }
 
 
-def run(tmp_path, code: str, **env: str) -> subprocess.CompletedProcess:
+def run(tmp_path, args: list[str], **env: str) -> subprocess.CompletedProcess:
     environ = {
         key: value
         for key, value in os.environ.items()
@@ -32,7 +32,7 @@ def run(tmp_path, code: str, **env: str) -> subprocess.CompletedProcess:
     }
     environ |= {"REPORTS_DATA_DIR": str(tmp_path), **PRODUCTION, **env}
     return subprocess.run(
-        [sys.executable, *code], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120
+        [sys.executable, *args], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120
     )
 
 
