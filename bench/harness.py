@@ -191,6 +191,7 @@ class Layout:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "project.settings",
             "DJANGO_DEBUG": "0",
+            "DJANGO_HTTPS": "0",  # served over plain HTTP on the loopback
             "DJANGO_SECRET_KEY": "bench-only-secret-key",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "REPORTS_DATA_DIR": str(self.data_dir),

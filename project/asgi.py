@@ -31,12 +31,11 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set up
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from reports import health  # noqa: E402
 from reports.observability import loop_lag  # noqa: E402
-from reports.routing import websocket_urlpatterns  # noqa: E402
+from reports.routing import SameOriginValidator, websocket_urlpatterns  # noqa: E402
 from reports.worker import supervisor  # noqa: E402
 
 
@@ -167,7 +166,7 @@ application = Drains(
         ProtocolTypeRouter(
             {
                 "http": django_asgi_app,
-                "websocket": AllowedHostsOriginValidator(
+                "websocket": SameOriginValidator(
                     AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
                 ),
             }

@@ -62,6 +62,21 @@ if not SECRET_KEY:
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
+# --- HTTPS (docs/security.md) ------------------------------------------------------------
+# Served over HTTPS (by nginx in front, or directly): on unless DEBUG is. Cookies are then
+# sent over TLS only, plain HTTP is redirected, and browsers are told (HSTS) never to come
+# back over plain HTTP. Turn it off only for a server that is never reached over a network.
+HTTPS = env_bool("DJANGO_HTTPS", not DEBUG)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
+SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000) if HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", HTTPS)
+# Behind a proxy that ends TLS (deploy/nginx.conf), requests arrive over plain HTTP: trust
+# its X-Forwarded-Proto, which that proxy always overwrites. Never turn this on without
+# such a proxy: a client could then claim HTTPS for itself.
+if env_bool("DJANGO_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",

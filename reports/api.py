@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 
+from django.db.models import F
+from django.db.models.functions import Now
 from django.http import (
     FileResponse,
     HttpRequest,
@@ -20,6 +22,11 @@ from reports.models import Status, Task, TaskEvent
 from reports.observability import tracing
 
 PAGE_SIZE = 50
+MAX_PAGE = 1_000_000  # fifty million tasks: far past any list, well inside the database's numbers
+# The page's first-text time counts from the click, before the upload: the task's age when
+# the time is reported, plus this for the upload itself, bounds it; an hour always does.
+UPLOAD_ALLOWANCE_MS = 60_000
+MAX_FIRST_TEXT_MS = 3_600_000
 INCOMPLETE = {Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
 
 
@@ -95,10 +102,10 @@ def task_body(task: Task) -> dict:
 def tasks(request: HttpRequest, user) -> JsonResponse:
     if request.method == "POST":
         return create_task(request, user)
-    try:
-        page = max(1, int(request.GET.get("page", "1")))
-    except ValueError:
-        raise ApiError(400, "invalid_request", "page must be a positive integer.") from None
+    raw = request.GET.get("page", "1")
+    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_PAGE):
+        raise ApiError(400, "invalid_request", f"page must be an integer from 1 to {MAX_PAGE:,}.")
+    page = int(raw)
     start = (page - 1) * PAGE_SIZE
     # created_at has millisecond resolution on SQLite: the pk breaks ties, so that pages
     # of the same list neither repeat nor skip a task.
@@ -166,6 +173,12 @@ def result(request: HttpRequest, user, task_id) -> FileResponse:
     )
 
 
+def task_age_ms(task: Task) -> float:
+    """Return how long ago the task was submitted, by the database's clock (as created_at)."""
+    age = Task.objects.filter(pk=task.pk).annotate(age=Now() - F("created_at"))
+    return age.values_list("age", flat=True).get().total_seconds() * 1000
+
+
 @api_view({"POST"})
 def timing(request: HttpRequest, user, task_id) -> HttpResponse:
     task = owned_task(user, task_id)
@@ -182,6 +195,13 @@ def timing(request: HttpRequest, user, task_id) -> HttpResponse:
     ):
         raise ApiError(
             400, "invalid_request", 'Send {"frontend_first_text_ms": <non-negative number>}.'
+        )
+    bound = min(MAX_FIRST_TEXT_MS, task_age_ms(task) + UPLOAD_ALLOWANCE_MS)
+    if value > bound:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"frontend_first_text_ms is more than this task has existed ({bound:.0f} ms at most).",
         )
     Task.objects.filter(pk=task.pk, frontend_first_text_ms__isnull=True).update(
         frontend_first_text_ms=value

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from functools import wraps
 
@@ -10,6 +11,7 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
+from django.utils.cache import patch_cache_control
 from django.views.decorators.csrf import csrf_exempt
 
 from reports import upload_limits
@@ -17,6 +19,7 @@ from reports.models import ApiToken, Task
 from reports.upload_limits import MB
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+log = logging.getLogger(__name__)
 
 
 class ApiError(Exception):
@@ -96,44 +99,55 @@ def check_content_length(request: HttpRequest) -> None:
 
 
 def api_view(methods: set[str]) -> Callable:
-    """Make a JSON view: allowed methods, authentication, and ApiError answered as JSON."""
+    """Make a JSON view: allowed methods, authentication, every error answered as JSON, and
+    no answer kept by any cache (each is one user's private data)."""
 
     def decorate(view):
         @csrf_exempt  # checked in authenticate(), for session callers only
         @wraps(view)
         def wrapper(request, *args, **kwargs):
-            try:
-                if request.method not in methods:
-                    raise ApiError(
-                        405,
-                        "method_not_allowed",
-                        f"Use {' or '.join(sorted(methods))}.",
-                        {"Allow": ", ".join(sorted(methods))},
-                    )
-                check_content_length(request)
-                upload_limits.install(request)
-                user = authenticate(request)
-                return view(request, user, *args, **kwargs)
-            except ApiError as exc:
-                return exc.response()
-            # Django's own upload limits, raised when the body is parsed (by the CSRF
-            # check or by the view): answered as docs/api.md errors, not as an HTML 400.
-            except (TooManyFilesSent, RequestDataTooBig):
-                return ApiError(
-                    413, "file_too_large", "The request has too many files or is too large."
-                ).response()
-            except TooManyFieldsSent:
-                return ApiError(
-                    400, "invalid_request", "The request has too many fields."
-                ).response()
-            except MultiPartParserError as exc:
-                return ApiError(
-                    400, "invalid_request", f"The upload could not be read as a form: {exc}"
-                ).response()
+            response = _answer(view, methods, request, *args, **kwargs)
+            patch_cache_control(response, no_store=True, private=True)
+            return response
 
         return wrapper
 
     return decorate
+
+
+def _answer(view, methods: set[str], request, *args, **kwargs):
+    try:
+        if request.method not in methods:
+            raise ApiError(
+                405,
+                "method_not_allowed",
+                f"Use {' or '.join(sorted(methods))}.",
+                {"Allow": ", ".join(sorted(methods))},
+            )
+        check_content_length(request)
+        upload_limits.install(request)
+        user = authenticate(request)
+        return view(request, user, *args, **kwargs)
+    except ApiError as exc:
+        return exc.response()
+    # Django's own upload limits, raised when the body is parsed (by the CSRF
+    # check or by the view): answered as docs/api.md errors, not as an HTML 400.
+    except (TooManyFilesSent, RequestDataTooBig):
+        return ApiError(
+            413, "file_too_large", "The request has too many files or is too large."
+        ).response()
+    except TooManyFieldsSent:
+        return ApiError(400, "invalid_request", "The request has too many fields.").response()
+    except MultiPartParserError as exc:
+        return ApiError(
+            400, "invalid_request", f"The upload could not be read as a form: {exc}"
+        ).response()
+    except Exception:
+        # A bug must not answer a script with Django's HTML error page.
+        log.exception("unexpected error in %s", request.path)
+        return ApiError(
+            500, "internal_error", "Something went wrong on our side; try again later."
+        ).response()
 
 
 def owned_task(user, task_id: str) -> Task:

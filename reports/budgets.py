@@ -5,6 +5,10 @@ Amounts are integer micro-dollars (millionths of a US dollar). A task's life in 
 * submit: the worst case (input estimate + output cap, priced) is reserved on the owner's
   budget by one conditional UPDATE, in the transaction that creates the task, so
   concurrent submissions can never reserve more than the limit (`reserved`);
+* before the provider is called: the estimate made from the upload's size is replaced by
+  the worst case of the request actually sent, and the reservation topped up to it (a
+  small .docx can hold megabytes of text); when the budget cannot cover that, the task
+  fails `budget_exhausted` and the provider is never called;
 * end: the reservation is returned and the actual cost of the task's attempts charged
   (`settled`); nothing billed at all returns it whole (`released`); an attempt whose
   usage is unknown keeps the reservation held until an admin settles it
@@ -22,10 +26,13 @@ import logging
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 from django.db.models import BigIntegerField, F, Value
 from django.db.models.functions import Least
 
 from reports.models import Attempt, Budget, CostStatus, Task
+from reports.providers.base import GenerationRequest
+from reports.providers.prompts import build_messages
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,9 @@ REFUSALS = frozenset(
     {"provider_error", "provider_auth", "provider_rejected", "provider_quota", "rate_limited"}
 )
 MEASURED = ("provider", "estimate")  # usage sources that count as known usage
+# The request actually sent, at its worst: a byte-level tokenizer never makes more tokens
+# than the UTF-8 bytes it is given, and chat framing adds a few tokens a message.
+FRAMING_TOKENS = 64
 
 
 class BudgetExhausted(Exception):
@@ -122,13 +132,59 @@ def reserve(user, amount: int) -> None:
     the limit, so no interleaving of concurrent reservations can overspend.
     """
     budget = budget_of(user)
-    held = Budget.objects.filter(
-        pk=budget.pk,
-        limit_micros__gte=F("spent_micros") + F("reserved_micros") + amount,
-    ).update(reserved_micros=F("reserved_micros") + amount)
-    if held != 1:
+    if not _hold(budget.user_id, amount):
         budget.refresh_from_db()
         raise BudgetExhausted(amount, budget.remaining_micros)
+
+
+def _hold(user_id, amount: int) -> bool:
+    return (
+        Budget.objects.filter(
+            user_id=user_id,
+            limit_micros__gte=F("spent_micros") + F("reserved_micros") + amount,
+        ).update(reserved_micros=F("reserved_micros") + amount)
+        == 1
+    )
+
+
+def request_input_tokens(request: GenerationRequest) -> int:
+    """Return the most input tokens `request` can be billed for: see FRAMING_TOKENS.
+
+    Never more than the context leaves after the output cap: the provider refuses a
+    longer request outright, and a refused request costs nothing.
+    """
+    sent = sum(len(message["content"].encode()) for message in build_messages(request))
+    cap = settings.REPORTS_CONTEXT_TOKENS - settings.REPORTS_MAX_OUTPUT_TOKENS
+    return min(sent + FRAMING_TOKENS, cap)
+
+
+def top_up(task_id, epoch: int, request: GenerationRequest) -> int:
+    """Raise the task's reservation to the worst case of the request about to be sent.
+
+    Return what was added (0 when the reservation already covers it, or the task holds
+    none, or the attempt lost its lease). Raise BudgetExhausted, holding nothing more,
+    when the owner's budget cannot cover it: the provider must then not be called.
+    """
+    with transaction.atomic():
+        task = (
+            Task.objects.select_for_update()
+            .filter(pk=task_id, epoch=epoch, cost_status=CostStatus.RESERVED)
+            .only("owner_id", "model", "reserved_micros")
+            .first()
+        )
+        if task is None or task.model not in settings.REPORTS_PRICES:
+            return 0
+        needed = usage_cost(
+            task.model, request_input_tokens(request), request.max_output_tokens, None
+        )
+        extra = needed - task.reserved_micros
+        if extra <= 0:
+            return 0
+        if not _hold(task.owner_id, extra):
+            remaining = Budget.objects.get(user_id=task.owner_id).remaining_micros
+            raise BudgetExhausted(needed, remaining + task.reserved_micros)
+        Task.objects.filter(pk=task_id).update(reserved_micros=F("reserved_micros") + extra)
+    return extra
 
 
 def attempt_cost(model: str, usage, *, billed_nothing: bool) -> int | None:

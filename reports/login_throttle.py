@@ -1,19 +1,27 @@
-"""Login throttling: after a few failed logins for one username from one address, refuse
+"""Login throttling: after a few failed logins for one account from one address, refuse
 further attempts (even with the right password) for a while.
 
-Failures are counted in Django's cache, per username and client address. With the
-default local-memory cache each process counts its own; set `REDIS_URL` (the cache then
-lives in Redis) so that all web processes share the count.
+Failures are counted in Django's cache, per account and client address. The account is
+found from the name as the login form reads it (stripped, NFKC-normalised, as Django's
+`UsernameField` does), so look-alike spellings such as fullwidth or mathematical letters
+share one count; a name with no account is counted by its normalised, case-folded form.
+With the default local-memory cache each process counts its own; set `REDIS_URL` (the
+cache then lives in Redis) so that all web processes share the count. When the cache
+cannot be reached, logins are refused with 503 rather than let through uncounted.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import time
+import unicodedata
+from contextlib import contextmanager
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.core.cache import cache
@@ -21,13 +29,32 @@ from django.core.exceptions import ValidationError
 from django.forms.forms import NON_FIELD_ERRORS
 
 THROTTLED = "throttled"
+UNAVAILABLE = "throttle_unavailable"
+log = logging.getLogger(__name__)
+
+
+def login_name(raw: str) -> str:
+    """Return the name the login form authenticates: stripped, then NFKC-normalised."""
+    return unicodedata.normalize("NFKC", raw.strip())
+
+
+def account_key(raw: str) -> str:
+    """Return what failures are counted against: the account the name reaches, if any."""
+    name = login_name(raw)
+    user_model = get_user_model()
+    account = (
+        user_model._default_manager.filter(**{user_model.USERNAME_FIELD: name})
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if account is not None:
+        return f"account:{account}"
+    return f"name:{unicodedata.normalize('NFKC', name.casefold())}"
 
 
 def _keys(request, username: str) -> tuple[str, str]:
     address = request.META.get("REMOTE_ADDR", "") if request is not None else ""
-    # Stripped and case-folded: the form strips the name, so " alice" is alice too.
-    name = username.strip().casefold()
-    digest = hashlib.sha256(f"{name}\n{address}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{account_key(username)}\n{address}".encode()).hexdigest()
     return f"login-failures:{digest}", f"login-failures-since:{digest}"
 
 
@@ -55,12 +82,26 @@ def forget_failures(request, username: str) -> None:
     cache.delete_many(_keys(request, username))
 
 
+@contextmanager
+def _count_reachable():
+    """Turn a cache that cannot be reached (Redis down) into a refusal: never let a login
+    through uncounted, and never answer it with a 500."""
+    try:
+        yield
+    except Exception:  # each cache backend raises its own connection errors
+        log.exception("login throttle: the count of failed logins is out of reach")
+        raise ValidationError(
+            "Logging in is unavailable for a moment; try again shortly.", code=UNAVAILABLE
+        ) from None
+
+
 class ThrottledLoginMixin:
     """Check the throttle before the password, and count every failure."""
 
     def clean(self):
         username = self.data.get("username", "")
-        wait = wait_s(self.request, username)
+        with _count_reachable():
+            wait = wait_s(self.request, username)
         if wait:
             raise ValidationError(
                 f"Too many failed logins. Try again in {math.ceil(wait / 60)} minute(s).",
@@ -69,9 +110,11 @@ class ThrottledLoginMixin:
         try:
             cleaned = super().clean()
         except ValidationError:
-            record_failure(self.request, username)
+            with _count_reachable():
+                record_failure(self.request, username)
             raise
-        forget_failures(self.request, username)
+        with _count_reachable():
+            forget_failures(self.request, username)
         return cleaned
 
 
@@ -92,4 +135,6 @@ class ThrottledLoginView(LoginView):
         response = super().form_invalid(form)
         if form.has_error(NON_FIELD_ERRORS, THROTTLED):
             response.status_code = 429
+        elif form.has_error(NON_FIELD_ERRORS, UNAVAILABLE):
+            response.status_code = 503
         return response

@@ -79,6 +79,21 @@ FAILURES = {
     ),
     "worker_error": ("an internal error", "Something went wrong on our side; the report stopped."),
 }
+# Failures whose message carries the provider's own words (its error text, with the key
+# redacted): users are told the plain sentence above, and staff read the provider's text
+# on the attempt in admin.
+PROVIDER_WORDS = frozenset(
+    {"provider_error", "provider_auth", "provider_rejected", "provider_quota", "rate_limited"}
+)
+
+
+def user_message(error_type: str, message: str) -> str:
+    """Return the message a user is shown for a failure of this type."""
+    if error_type in PROVIDER_WORDS:
+        return FAILURES[error_type][1]
+    return message
+
+
 CANCELLED = "Cancelled by you."
 UNKNOWN_OUTCOME = (
     "Outcome unknown — needs an admin. The provider may or may not have finished the "

@@ -20,7 +20,7 @@ from functools import cached_property
 from pathlib import PurePath
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from reports import budgets, storage, wakeups
@@ -32,6 +32,8 @@ from reports.parsers.base import InvalidContent, UnsupportedContent
 from reports.providers import SCENARIOS
 from reports.providers.prompts import PROMPT_VERSION
 
+# Any fixed number, other than the worker's claim lock: every creation takes this one.
+ADMISSION_LOCK = 7_240_502
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 log = logging.getLogger(__name__)
 # Control characters other than tab and newline; PostgreSQL refuses NUL in text outright.
@@ -93,7 +95,7 @@ def read_submission(request) -> Submission:
     # The upload limits may have stopped the parse: what arrived is incomplete.
     raise_if_upload_stopped(request)
     if not files:
-        raise ApiError(400, "invalid_request", "Choose at least one file to upload.")
+        raise ApiError(400, "invalid_request", _why_no_files(request))
     if len(files) > settings.REPORTS_MAX_FILES:
         raise ApiError(
             413, "file_too_large", f"At most {settings.REPORTS_MAX_FILES} files per request."
@@ -122,6 +124,21 @@ def read_submission(request) -> Submission:
         )
     fresh = request.POST.get("fresh", "").strip().lower() in {"1", "true", "on", "yes"}
     return Submission(uploads, instructions, scenario, key, fresh)
+
+
+def _why_no_files(request) -> str:
+    """Say why a request brought no file: nothing was sent, or what was sent was unreadable."""
+    if "chunked" in request.headers.get("Transfer-Encoding", "").lower():
+        # Django reads a body only up to its Content-Length: a chunked body is never read.
+        return "Uploads must be sent with a Content-Length; a chunked request body is not read."
+    if request.POST or not int(request.META.get("CONTENT_LENGTH") or 0):
+        return "Choose at least one file to upload."
+    # A body arrived, yet no part of it was a readable field or file: Django skips a part
+    # whose headers are not UTF-8, such as a file name in another encoding.
+    return (
+        "No file could be read from the upload: send each file as a form part named "
+        "'files', with a file name in UTF-8."
+    )
 
 
 def _checked_upload(file) -> Upload:
@@ -174,11 +191,16 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     existing = _replay(user, submission)
     if existing is not None:
         return existing, True
+    # Refuse a flood before its files touch the disk; the check that holds is the one
+    # repeated under the admission lock, in the transaction that inserts the task.
     _limit_rate(user)
     _admit()
     names = _store_uploads(submission)
     try:
         with transaction.atomic():
+            _lock_admission()
+            _limit_rate(user)
+            _admit()
             task = _create(user, submission, names)
             wakeups.announce_new_task()
     except IntegrityError:
@@ -235,6 +257,20 @@ def _replay(user, submission: Submission) -> Task | None:
             "This Idempotency-Key was already used for a different upload.",
         )
     return task
+
+
+def _lock_admission() -> None:
+    """Serialise task creation until the caller's transaction ends, so that the counts of
+    `_limit_rate` and `_admit` and the insert they allow are one step: no number of
+    parallel requests can run past either limit.
+
+    PostgreSQL: one advisory transaction lock for every creation (the queue limit is
+    global, so a per-user lock would not be enough). SQLite: nothing to add, as every
+    transaction is IMMEDIATE (project/settings.py) and so already holds the one write lock.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION_LOCK])
 
 
 def _admit() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import ipaddress
 import json
 import socket
 import time
@@ -13,6 +14,10 @@ from pathlib import Path
 
 import pytest
 from asgiref.sync import async_to_sync
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from django.core.files.storage import storages
 from django.test import Client
 
@@ -232,3 +237,35 @@ def read_events(reply) -> Iterator[tuple[int, str, dict]]:
         if "id" in fields:
             yield int(fields["id"]), fields["event"], json.loads(fields["data"])
         fields = {}
+
+
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """Write a fresh self-signed certificate for 127.0.0.1; return its certificate and key files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = directory / "cert.pem", directory / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_file, key_file

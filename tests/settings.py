@@ -5,6 +5,8 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-deployment")
+# The test client speaks plain HTTP; tests/security/test_deploy.py checks the HTTPS defaults.
+os.environ.setdefault("DJANGO_HTTPS", "0")
 
 from project.settings import *  # noqa: F403
 from project.settings import DATABASES

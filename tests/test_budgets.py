@@ -8,11 +8,13 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
 from reports import budgets, lifecycle
+from reports.clock import Clock
 from reports.models import Attempt, Budget, Document, Status, Task
 from reports.providers.base import Completed, ProviderError, Retry, TextDelta, Usage
 from reports.providers.prompts import PROMPT_VERSION
 from reports.reconciliation import resolve_reconciliation
 from reports.worker.leases import claim_next_task, reap_expired_leases
+from reports.worker.supervisor import Supervisor
 from tests.helpers import (
     SAMPLE,
     run_all,
@@ -23,6 +25,7 @@ from tests.helpers import (
     whole_report,
 )
 from tests.parsers import samples
+from tests.providers.openai_server import OpenAIServer, Reply, point_at
 
 pytestmark = pytest.mark.django_db
 
@@ -138,9 +141,9 @@ def test_a_retried_429_costs_nothing_and_one_reservation_covers_the_retry(
             yield item
 
     task = make_task()
-    held = task.reserved_micros
     worker = scripted_worker(busy_then_fine)
     run_all(worker)
+    held = refreshed(task).reserved_micros  # topped up to the request the attempt sent
     assert refreshed(task).status == "queued"
     assert (refreshed(task).cost_status, budget(alice).reserved_micros) == ("reserved", held)
     Task.objects.filter(pk=task.pk).update(not_before=None)  # the 2 s are over
@@ -251,8 +254,8 @@ def test_requeue_keeps_the_reservation_and_the_unknown_attempt_stays_open(
             yield item
 
     task = make_task()
-    held = task.reserved_micros
     run_all(scripted_worker(silent_then_fine))
+    held = refreshed(task).reserved_micros  # topped up to the request the attempt sent
     resolve_reconciliation(task.pk, Status.QUEUED, by_user=admin_user)
     assert refreshed(task).cost_status == "reserved"
     assert budget(alice).reserved_micros == held
@@ -346,3 +349,76 @@ def test_a_budget_is_per_user(make_task, alice, bob):
     bobs = make_task(owner=bob)
     assert bobs.cost_status == "reserved"
     assert budget(bob).reserved_micros == bobs.reserved_micros
+
+
+# --- the request actually sent --------------------------------------------------------------
+
+
+def _expanding(document) -> None:
+    """Under 50 KB zipped, 360,000 characters of text once read."""
+    document.add_heading("Tidal energy in small harbours", 1)
+    for _ in range(360):
+        document.add_paragraph("Tidal power is predictable. " * 35 + "Harbours see two tides.")
+
+
+EXPANDING_DOCX = samples.docx_bytes(_expanding)
+
+
+class RealUsage:
+    """Replies of the local OpenAI-compatible server that report the usage of the request
+    they answer, at four bytes of prompt a token, as a real model's tokenizer would."""
+
+    def __init__(self, server) -> None:
+        self.server = server
+
+    def __bool__(self) -> bool:
+        return True
+
+    def popleft(self) -> Reply:
+        body = self.server.requests[-1].body
+        sent = sum(len(m["content"].encode()) for m in body["messages"])
+        prompt = sent // 4
+        return Reply(
+            usage={"prompt_tokens": prompt, "completion_tokens": 30, "total_tokens": prompt + 30}
+        )
+
+
+@pytest.fixture
+def openai_worker(settings):
+    server = OpenAIServer().start()
+    server.replies = RealUsage(server)
+    point_at(settings, server.base_url, read_timeout_s=30)
+    settings.REPORTS_PRICES = {**settings.REPORTS_PRICES, "test-model": PRICE}
+    yield server, Supervisor(slots=5, clock=Clock())
+    server.stop()
+
+
+def test_expanding_documents_in_parallel_never_cost_more_than_the_budget(
+    alice_client, alice, settings, openai_worker
+):
+    server, worker = openai_worker
+    settings.REPORTS_MAX_OUTPUT_TOKENS = 2_000
+    settings.REPORTS_DEFAULT_BUDGET_MICROS = limit = 300_000  # $0.30
+    assert len(EXPANDING_DOCX) < 50_000
+    for n in range(5):  # each reserves little at submit: the upload is small
+        response = submit(alice_client, upload(f"harbours-{n}.docx", EXPANDING_DOCX), fresh="1")
+        assert response.status_code == 201, response.content
+
+    run_all(worker)
+
+    tasks = list(Task.objects.all())
+    costs = [t.cost_micros for t in tasks]
+    succeeded = [t for t in tasks if t.status == "succeeded"]
+    refused = [t for t in tasks if t.status == "failed"]
+    # Each run is far dearer than its submit estimate: not all five fit the budget...
+    assert succeeded and refused
+    assert {(t.error_type, t.cost_status, t.cost_micros) for t in refused} == {
+        ("budget_exhausted", "released", 0)
+    }
+    assert "cannot cover this report" in refused[0].error_message
+    # ...those refused never reached the provider, and the money that went out was reserved:
+    assert len(server.requests) == len(succeeded)
+    assert all(t.cost_micros > 50_000 for t in succeeded)  # real usage, about $0.09 each
+    assert sum(costs) <= limit
+    assert budget(alice).spent_micros == sum(costs)  # nothing charged beyond a reservation
+    assert budget(alice).reserved_micros == 0

@@ -442,3 +442,33 @@ def test_two_uploads_of_the_same_name_are_stored_apart(alice_client):
     names = set(Document.objects.values_list("storage_name", flat=True))
     assert len(names) == 2
     assert set(stored_uploads()) == names
+
+
+# --- a request that brings no readable file says why ----------------------------------------
+
+
+def test_a_file_name_that_is_not_utf8_is_named_as_the_problem(alice_client):
+    body, content_type = multipart("placeholder", SAMPLE.encode())
+    body = body.replace(b"placeholder", "résumé.md".encode("latin-1"))
+    before = snapshot()
+    response = alice_client.generic("POST", "/api/tasks", body, content_type=content_type)
+    assert_refused(response, 400, "invalid_request", "file name in UTF-8")
+    assert snapshot() == before
+
+
+def test_a_chunked_upload_is_named_as_the_problem(alice_client):
+    body, content_type = multipart("article.md", SAMPLE.encode())
+    response = alice_client.generic(
+        "POST",
+        "/api/tasks",
+        body,
+        content_type=content_type,
+        CONTENT_LENGTH="",  # as a chunked request arrives: no length
+        HTTP_TRANSFER_ENCODING="chunked",
+    )
+    assert_refused(response, 400, "invalid_request", "chunked")
+
+
+def test_a_form_without_files_still_asks_for_one(alice_client):
+    response = alice_client.post("/api/tasks", {"instructions": "Summarise."})
+    assert_refused(response, 400, "invalid_request", "Choose at least one file")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import re
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from xml.etree import ElementTree
 
 import docx
 from docx.table import Table, _Cell
@@ -38,6 +39,15 @@ DECLARATION = (
     "The .docx document contains a DOCTYPE or ENTITY declaration, which Word never writes; "
     "it is refused as a possible entity-expansion attack."
 )
+ENCODING = (
+    "The .docx document has an XML part in an encoding Word never writes; "
+    "it is refused, as such a part could hide a DOCTYPE declaration."
+)
+# Word writes UTF-8, sometimes UTF-16; an XML parser also reads EBCDIC, UTF-7 and more,
+# in which a declaration would not be seen by the scan.
+_WORD_ENCODINGS = {b"utf-8", b"utf8", b"utf-16", b"utf-16le", b"utf-16be"}
+_ENCODING = re.compile(rb"\s*<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._:-]+)", re.IGNORECASE)
+_EBCDIC_XML = b"\x4c\x6f\xa7\x94"  # "<?xm" in EBCDIC
 _SCAN_CHUNK = 64 * 1024
 _SCAN_OVERLAP = 64  # longer than any match of _DECLARATION, whitespace aside
 
@@ -125,22 +135,67 @@ def document_text(data: bytes) -> str:
 def _reject_declarations(archive_bytes: bytes) -> None:
     # A DTD can define entities (billion laughs, external files); WordprocessingML never needs
     # one, so any declaration is a trick, refused before any XML parser sees the part.
-    # The parts are read in chunks: their total size was bounded by the checks above.
+    # A part's name proves nothing (the content types may call `word/main.dat` the main
+    # document), so every part is scanned unless the package declares it as something
+    # other than XML (an image, say). The parts are read in chunks: their total size was
+    # bounded by the checks above.
     with zipfile.ZipFile(io.BytesIO(archive_bytes)) as archive:
+        types = archive.getinfo("[Content_Types].xml")
+        if refusal := _refusal(archive.open(types)):
+            raise InvalidContent(refusal)
+        not_xml = _declared_not_xml(archive.read(types))
         for entry in archive.infolist():
-            if entry.filename.endswith((".xml", ".rels")) and _declares(archive.open(entry)):
-                raise InvalidContent(DECLARATION)
+            if entry.is_dir() or entry.filename == types.filename or not_xml(entry.filename):
+                continue
+            if refusal := _refusal(archive.open(entry)):
+                raise InvalidContent(refusal)
 
 
-def _declares(part) -> bool:
+def _declared_not_xml(content_types: bytes) -> Callable[[str], bool]:
+    """Return a test of whether the package declares a part (by its name in the archive)
+    as something other than XML: by an Override of its own, else by its extension's Default."""
+    root = ElementTree.fromstring(content_types)  # no DTD: checked just before
+    defaults: dict[str, bool] = {}
+    overrides: dict[str, bool] = {}
+    for element in root:
+        kind = element.get("ContentType", "").split(";")[0].strip().lower()
+        is_xml = kind.endswith(("/xml", "+xml"))
+        if element.tag.endswith("}Default") and element.get("Extension"):
+            defaults[element.get("Extension").lower()] = is_xml
+        elif element.tag.endswith("}Override") and element.get("PartName"):
+            overrides[element.get("PartName").lower()] = is_xml
+
+    def not_xml(name: str) -> bool:
+        part = "/" + name.lower()
+        if part in overrides:
+            return not overrides[part]
+        _stem, dot, extension = part.rpartition("/")[2].rpartition(".")
+        return bool(dot) and not defaults.get(extension, True)
+
+    return not_xml
+
+
+def _refusal(part) -> str | None:
+    """Return why this XML part is refused (a declaration, or an encoding that could hide
+    one from the scan), or None."""
     tail = b""
+    first = True
     while chunk := part.read(_SCAN_CHUNK):
-        # Dropping NUL bytes makes a UTF-16 declaration searchable as ASCII.
+        # Dropping NUL bytes makes a UTF-16 or UTF-32 declaration searchable as ASCII.
         window = tail + chunk.replace(b"\x00", b"")
+        if first:
+            first = False
+            head = window.removeprefix(b"\xef\xbb\xbf").removeprefix(b"\xfe\xff")
+            head = head.removeprefix(b"\xff\xfe")
+            encoding = _ENCODING.match(head)
+            if head.startswith(_EBCDIC_XML) or (
+                encoding is not None and encoding[1].lower() not in _WORD_ENCODINGS
+            ):
+                return ENCODING
         if _DECLARATION.search(window):
-            return True
+            return DECLARATION
         tail = window[-_SCAN_OVERLAP:]
-    return False
+    return None
 
 
 def _block_text(block: Paragraph | Table) -> str:

@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from reports.auth import ApiError, authenticate, owned_task
-from reports.models import Task
+from reports.models import TERMINAL, Task
 from reports.streaming.follower import Follower
 
 KEEPALIVE_S = 15.0
@@ -36,6 +36,10 @@ async def events(request: HttpRequest, task_id) -> HttpResponse:
         task, after = await sync_to_async(_authorise_events)(request, task_id)
     except ApiError as exc:
         return exc.response()
+    if task.status in TERMINAL and after >= task.last_seq:
+        # Nothing will ever follow: 204 is what makes an EventSource stop reconnecting
+        # (docs/api.md), where an empty 200 stream would have it reconnect forever.
+        return HttpResponse(status=204)
     response = StreamingHttpResponse(
         sse_stream(task.pk, after), content_type="text/event-stream; charset=utf-8"
     )

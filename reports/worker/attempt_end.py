@@ -14,7 +14,7 @@ from functools import partial
 
 from django.conf import settings
 
-from reports import budgets, lifecycle
+from reports import budgets, lifecycle, presentation
 from reports.models import AttemptStatus, Event, Status, db_now_plus
 from reports.observability import tracing
 from reports.observability.logs import log_event
@@ -68,9 +68,10 @@ def end_data(outcome: Outcome, partial: bool, task_fields: dict) -> dict:
         return {"result_id": str(task_fields["result_id"])}
     if outcome.status == Status.CANCELLED:
         return {"partial": partial}
+    message = presentation.user_message(outcome.error_type, outcome.message)
     if outcome.status == Status.FAILED:
-        return {"error_type": outcome.error_type, "partial": partial, "message": outcome.message}
-    return {"partial": partial, "message": outcome.message}
+        return {"error_type": outcome.error_type, "partial": partial, "message": message}
+    return {"partial": partial, "message": message}
 
 
 def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event | None:
@@ -112,7 +113,10 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
             **task_fields,
         )
     task_fields.setdefault("error_type", outcome.error_type)
-    task_fields.setdefault("error_message", outcome.message)
+    # The provider's own words stay on the attempt, for staff (reports.presentation).
+    task_fields.setdefault(
+        "error_message", presentation.user_message(outcome.error_type, outcome.message)
+    )
     return lifecycle.end_task(
         record.task_id,
         record.task_status,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models.functions import Coalesce, Now
 
-from reports import lanes, rendering, storage, wakeups
+from reports import budgets, lanes, rendering, storage, wakeups
 from reports.clock import Clock
 from reports.models import ErrorType, Stage, Status, Task
 from reports.observability import tracing
@@ -140,6 +140,10 @@ class AttemptRun:
             await self._mark_parsing(False)
         with self._timed(Stage.PREPARE):
             request = await lanes.on_shared_db(build_request)(self.claim, documents)
+            try:
+                await lanes.on_shared_db(budgets.top_up)(self.task_id, self.claim.epoch, request)
+            except budgets.BudgetExhausted as exc:
+                return Outcome(Status.FAILED, ErrorType.BUDGET_EXHAUSTED, str(exc))
         with self._timed(Stage.GENERATE):
             self.provider_called = True
             return await self._generate(request)

@@ -77,6 +77,8 @@ def slow_server(data_root, database_template) -> Iterator[LiveServer]:
         REPORTS_SIMULATED_TTFT_S=0.3,
         REPORTS_SIMULATED_TOKENS_PER_S=50,
         REPORTS_POLL_S=0.2,
+        # As behind deploy/nginx.conf (tests/browser/test_nginx.py): the proxy's word on TLS.
+        DJANGO_TLS_PROXY=1,
     )
 
 

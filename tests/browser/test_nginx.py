@@ -1,4 +1,5 @@
-"""Real nginx in front of the real app, with the repository's deploy/nginx.conf."""
+"""Real nginx in front of the real app, with the repository's deploy/nginx.conf: HTTPS (with
+a self-signed certificate), and plain HTTP that only redirects to it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -18,22 +20,31 @@ from pathlib import Path
 import pytest
 
 from tests.browser.server import ROOT, LiveServer, free_port
-from tests.helpers import SAMPLE
+from tests.helpers import SAMPLE, self_signed_certificate
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 
+# The test's own client of the self-signed server.
+UNVERIFIED = ssl._create_unverified_context()
+
+
 @pytest.fixture(scope="module")
-def nginx(slow_server: LiveServer) -> Iterator[int]:
-    """Run nginx with deploy/nginx.conf pointed at the test server; return its port."""
+def nginx_ports(slow_server: LiveServer) -> Iterator[tuple[int, int]]:
+    """Run nginx with deploy/nginx.conf pointed at the test server; return its HTTPS and
+    plain HTTP ports."""
     if not Path(NGINX).exists():
         pytest.skip("nginx is not installed")
-    port = free_port()
+    port, plain_port = free_port(), free_port()
+    prefix = Path(tempfile.mkdtemp(prefix="reportline-nginx-"))
+    cert, key = self_signed_certificate(prefix)
     site = (ROOT / "deploy" / "nginx.conf").read_text()
     site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{slow_server.port};")
     site = site.replace("    server 127.0.0.1:8001;\n", "")
-    site = site.replace("listen 80;", f"listen 127.0.0.1:{port};")
-    prefix = Path(tempfile.mkdtemp(prefix="reportline-nginx-"))
+    site = site.replace("listen 80;", f"listen 127.0.0.1:{plain_port};")
+    site = site.replace("listen 443 ssl;", f"listen 127.0.0.1:{port} ssl;")
+    site = site.replace("/etc/ssl/reportline/fullchain.pem", str(cert))
+    site = site.replace("/etc/ssl/reportline/privkey.pem", str(key))
     (prefix / "site.conf").write_text(site)
     user = "user root;" if os.geteuid() == 0 else ""
     (prefix / "nginx.conf").write_text(
@@ -57,11 +68,20 @@ http {{
     process = subprocess.Popen([NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf")])
     try:
         _wait_for_port(port)
-        yield port
+        yield port, plain_port
     finally:
         process.terminate()
         process.wait(timeout=10)
         shutil.rmtree(prefix, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def nginx(nginx_ports: tuple[int, int]) -> int:
+    return nginx_ports[0]
+
+
+def https(port: int) -> http.client.HTTPSConnection:
+    return http.client.HTTPSConnection("127.0.0.1", port, timeout=30, context=UNVERIFIED)
 
 
 def _wait_for_port(port: int) -> None:
@@ -88,7 +108,7 @@ def _submit(port: int, token: str) -> str:
         f'--{boundary}\r\nContent-Disposition: form-data; name="fresh"\r\n\r\n1\r\n'
         f"--{boundary}--\r\n"
     ).encode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = https(port)
     conn.request(
         "POST",
         "/api/tasks",
@@ -104,14 +124,14 @@ def _submit(port: int, token: str) -> str:
 
 
 def _status(port: int, token: str, task_id: str) -> str:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn = https(port)
     conn.request("GET", f"/api/tasks/{task_id}", headers={"Authorization": f"Bearer {token}"})
     return json.loads(conn.getresponse().read())["status"]
 
 
 def test_server_sent_events_arrive_through_nginx_as_they_are_written(nginx, token):
     task_id = _submit(nginx, token)
-    conn = http.client.HTTPConnection("127.0.0.1", nginx, timeout=30)
+    conn = https(nginx)
     conn.request(
         "GET",
         f"/api/tasks/{task_id}/events",
@@ -153,13 +173,14 @@ def test_the_task_page_websocket_is_upgraded_through_nginx(nginx, token, slow_se
         .splitlines()[-1]
     )
     key = base64.b64encode(os.urandom(16)).decode()
-    with socket.create_connection(("127.0.0.1", nginx), timeout=10) as sock:
+    raw = socket.create_connection(("127.0.0.1", nginx), timeout=10)
+    with UNVERIFIED.wrap_socket(raw) as sock:
         sock.sendall(
             (
                 f"GET /ws/tasks/{task_id}/?after=0 HTTP/1.1\r\n"
                 f"Host: 127.0.0.1:{nginx}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-                f"Origin: http://127.0.0.1:{nginx}\r\nCookie: sessionid={session}\r\n\r\n"
+                f"Origin: https://127.0.0.1:{nginx}\r\nCookie: sessionid={session}\r\n\r\n"
             ).encode()
         )
         reply = b""
@@ -173,7 +194,7 @@ def test_the_task_page_websocket_is_upgraded_through_nginx(nginx, token, slow_se
 
 def test_a_body_over_nginx_limit_is_refused_with_the_api_error_body(nginx, token):
     """nginx stops a request whose Content-Length is over its limit before the body is sent."""
-    conn = http.client.HTTPConnection("127.0.0.1", nginx, timeout=10)
+    conn = https(nginx)
     conn.putrequest("POST", "/api/tasks")
     conn.putheader("Authorization", f"Bearer {token}")
     conn.putheader("Content-Type", "multipart/form-data; boundary=x")
@@ -183,3 +204,12 @@ def test_a_body_over_nginx_limit_is_refused_with_the_api_error_body(nginx, token
     assert reply.status == 413
     assert reply.getheader("Content-Type").startswith("application/json")
     assert json.loads(reply.read())["error"]["code"] == "file_too_large"
+
+
+def test_plain_http_only_redirects_to_https(nginx_ports, token):
+    _https_port, plain_port = nginx_ports
+    conn = http.client.HTTPConnection("127.0.0.1", plain_port, timeout=10)
+    conn.request("GET", "/api/tasks", headers={"Authorization": f"Bearer {token}"})
+    reply = conn.getresponse()
+    assert reply.status == 301
+    assert reply.getheader("Location") == "https://127.0.0.1/api/tasks"

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import io
-import ipaddress
 import socket
 import ssl
 import threading
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from django.core.management import call_command
 from django.core.management.base import CommandError, SystemCheckError
 
 from reports.providers import check as provider_check
 from reports.providers.check import CheckFailed, measure_connection
+from tests.helpers import self_signed_certificate
 from tests.providers.openai_server import KEY, OpenAIServer, error, point_at
 
 
@@ -79,35 +74,7 @@ def test_the_simulated_provider_has_nothing_to_check():
 
 @pytest.fixture
 def certificate(tmp_path):
-    """A fresh self-signed certificate for 127.0.0.1: its certificate and key files."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=1))
-        .not_valid_after(now + dt.timedelta(hours=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
-    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert_file, key_file
+    return self_signed_certificate(tmp_path)
 
 
 def server_context(certificate) -> ssl.SSLContext:

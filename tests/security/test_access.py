@@ -5,6 +5,7 @@ can be revoked; task creation is rate-limited per user; logins are throttled."""
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import uuid
 
@@ -13,17 +14,10 @@ from django.core.cache import cache
 from django.core.management import call_command
 from django.test import Client
 
-from reports.models import ApiToken, Task
-from tests.helpers import TASK_ROUTES, assert_refused, run_all, snapshot, submit, task_of, upload
+from reports.models import ApiToken
+from tests.helpers import TASK_ROUTES, assert_refused, snapshot, submit, upload
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def finished_task(alice_client, worker) -> Task:
-    response = submit(alice_client)
-    run_all(worker)
-    return task_of(response)
 
 
 def call(client: Client, method: str, path: str, **extra):
@@ -241,3 +235,62 @@ def test_a_successful_login_clears_the_count(alice, throttle):
     for _ in range(2):
         login("/accounts/login/", "wrong")
     assert login("/accounts/login/", "alice-pass").status_code == 302
+
+
+LOOK_ALIKES = ["ｃａｒｏｌ", "𝐜𝐚𝐫𝐨𝐥", "𝖼𝖺𝗋𝗈𝗅", " carol"]  # noqa: RUF001 - look-alikes on purpose
+
+
+@pytest.fixture(params=["local memory", "redis"])
+def throttle_cache(request, settings, throttle):
+    """Each cache the throttle may count in: this process's memory, or the shared Redis."""
+    if request.param == "redis":
+        settings.CACHES = {
+            "default": {
+                "BACKEND": "django.core.cache.backends.redis.RedisCache",
+                "LOCATION": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/4"),
+            }
+        }
+        try:
+            cache.clear()
+        except Exception:
+            pytest.skip("no Redis server to count in")
+    yield
+    cache.clear()
+
+
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_look_alike_spellings_of_a_locked_name_are_locked_with_it(
+    django_user_model, throttle_cache, path
+):
+    django_user_model.objects.create_user("carol", password="carol-pass", is_staff=True)
+    for _ in range(3):
+        login(path, "wrong", username="carol")
+    for spelling in LOOK_ALIKES:
+        # Django's login form reads each of these as carol: none gets fresh guesses...
+        refused = login(path, "wrong", username=spelling)
+        assert "Too many failed logins" in refused.content.decode()
+        # ...nor logs in with the right password.
+        refused = login(path, "carol-pass", username=spelling)
+        assert "Too many failed logins" in refused.content.decode()
+        assert "_auth_user_id" not in refused.client.session
+
+
+def test_failures_under_look_alike_spellings_add_up_to_one_count(alice, throttle):
+    for spelling in ["ａｌｉｃｅ", "𝐚𝐥𝐢𝐜𝐞", "𝖺𝗅𝗂𝖼𝖾"]:  # noqa: RUF001
+        assert login("/accounts/login/", "wrong", username=spelling).status_code == 200
+    assert login("/accounts/login/", "alice-pass").status_code == 429
+
+
+@pytest.mark.parametrize("path", ["/accounts/login/", "/admin/login/"])
+def test_with_the_count_out_of_reach_a_login_is_refused_not_a_500(alice, settings, path):
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": "redis://127.0.0.1:1/0",  # nothing listens on port 1
+        }
+    }
+    client = Client(REMOTE_ADDR="10.0.0.1", raise_request_exception=False)
+    response = client.post(path, {"username": "alice", "password": "alice-pass"})
+    assert response.status_code == (503 if path == "/accounts/login/" else 200)
+    assert "Logging in is unavailable" in response.content.decode()
+    assert "_auth_user_id" not in client.session

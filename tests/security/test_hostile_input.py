@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 
 import pytest
 from django.core.handlers.wsgi import LimitedStream
@@ -355,3 +356,58 @@ def test_nul_and_lone_surrogates_in_the_models_output_never_reach_the_database(
     assert text.startswith("# Report \ufffd\n") and "\x00" not in text
     deltas = TaskEvent.objects.filter(task=task_of(response), type="delta")
     assert "\x00" not in "".join(e.data["text"] for e in deltas)
+
+
+# --- XML parts that hide their nature -------------------------------------------------------
+
+MAIN = "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"
+XXE = (
+    '<?xml version="1.0"?><!DOCTYPE w:document [<!ENTITY xxe SYSTEM "file:///etc/hostname">]>'
+    '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+    "<w:body><w:p><w:r><w:t>&xxe;</w:t></w:r></w:p></w:body></w:document>"
+)
+
+
+def with_part(name: str, content: bytes, content_type: str = MAIN) -> bytes:
+    """Return the sample .docx with one more part, declared with `content_type`."""
+    with zipfile.ZipFile(io.BytesIO(DOCX)) as archive:
+        types = archive.read("[Content_Types].xml").decode()
+    override = f'<Override PartName="/{name}" ContentType="{content_type}"/>'
+    types = types.replace("</Types>", override + "</Types>")
+    return samples.rezip(DOCX, replace={"[Content_Types].xml": types.encode()}, add={name: content})
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("word/main.dat", XXE.encode()),  # declared XML, whatever its name
+        ("word/main.dat", XXE.encode("utf-16")),
+        ("word/main.dat", XXE.encode("utf-32")),
+        ("customXml/item9.bin", XXE.encode()),
+    ],
+    ids=["named-dat", "utf-16", "utf-32", "named-bin"],
+)
+def test_a_declaration_in_an_xml_part_of_any_name_is_refused(alice_client, name, content):
+    before = snapshot()
+    response = submit(alice_client, upload("tricked.docx", with_part(name, content)))
+    assert_refused(response, 400, "invalid_request", "DOCTYPE")
+    assert snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        XXE.replace('version="1.0"', 'version="1.0" encoding="UTF-7"').encode(),
+        XXE.replace('version="1.0"', 'version="1.0" encoding="IBM037"').encode("cp037"),
+    ],
+    ids=["utf-7", "ebcdic"],
+)
+def test_an_xml_part_in_an_encoding_word_never_writes_is_refused(alice_client, content):
+    response = submit(alice_client, upload("tricked.docx", with_part("word/main.dat", content)))
+    assert_refused(response, 400, "invalid_request", "encoding")
+
+
+def test_a_part_declared_as_an_image_is_not_read_as_xml(alice_client):
+    # An image may hold any bytes, even these; nothing reads it as XML.
+    image = with_part("word/media/image9.png", b"\x89PNG<!DOCTYPE x>", "image/png")
+    assert submit(alice_client, upload("picture.docx", image)).status_code == 201

@@ -70,7 +70,7 @@ def persist_success(claim: leases.Claim):
 
 def communicator(task_id, *, cookie: bytes | None, origin=ORIGIN, after: int | None = 0):
     path = f"/ws/tasks/{task_id}/" + (f"?after={after}" if after is not None else "")
-    headers = [origin] if origin else []
+    headers = [(b"host", b"127.0.0.1"), *([origin] if origin else [])]
     if cookie:
         headers.append((b"cookie", cookie))
     return WebsocketCommunicator(application, path, headers=headers)

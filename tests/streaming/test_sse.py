@@ -188,13 +188,21 @@ async def test_resuming_sends_exactly_the_events_after_the_resume_point(
 
 
 @pytest.mark.parametrize("past", [0, 1, 100])
-async def test_resuming_at_or_past_the_end_of_a_finished_task_closes_at_once(
-    alice_async, make_task, worker, past
+@pytest.mark.parametrize("resume", ["after", "Last-Event-ID"])
+async def test_resuming_at_or_past_the_end_of_a_finished_task_answers_204(
+    alice_async, make_task, worker, past, resume
 ):
+    """204 No Content is what makes a browser's EventSource stop reconnecting."""
     task = await finished(make_task, worker)
-    stream = await follow(alice_async, task.pk, f"?after={task.last_seq + past}")
-    assert await stream.next() is None
-    assert stream.comments == []
+    point = str(task.last_seq + past)
+    if resume == "after":
+        response = await alice_async.get(f"/api/tasks/{task.pk}/events?after={point}")
+    else:
+        response = await alice_async.get(
+            f"/api/tasks/{task.pk}/events", headers={"Last-Event-ID": point}
+        )
+    assert response.status_code == 204
+    assert response.content == b""
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,76 @@
+"""Parallel creations against the per-user rate and the global queue limit: the checks and
+the insert are one step, so neither limit is overrun, however many requests race
+(docs/security.md). Each request runs over its own database connection; on PostgreSQL
+(DATABASE_URL) they really run at once."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection
+from django.test import Client
+
+from reports.models import Document, Status, Task
+from tests.helpers import submit, upload
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CREATIONS = 100
+# Two creations a thread: 100 at once would need more connections than a default
+# PostgreSQL allows (100, shared with the test's own).
+THREADS = 50
+
+
+def create_in_parallel(user) -> Counter:
+    """POST /api/tasks CREATIONS times from THREADS threads released at once."""
+    barrier = threading.Barrier(THREADS)
+    answers: Counter = Counter()
+    errors: list[Exception] = []
+    lock = threading.Lock()
+
+    def post(thread: int) -> None:
+        try:
+            client = Client()
+            client.force_login(user)
+            barrier.wait()
+            for n in range(CREATIONS // THREADS):
+                response = submit(client, upload(f"doc-{thread}-{n}.md"), fresh="1")
+                code = (response.json()["error"] or {}).get("code", response.status_code)
+                with lock:
+                    answers[code] += 1
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(i,)) for i in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    return answers
+
+
+def test_parallel_creations_by_one_user_stop_at_the_user_rate(alice, settings):
+    settings.REPORTS_USER_RATE_LIMIT = 30
+    settings.REPORTS_USER_RATE_WINDOW_S = 600
+    settings.REPORTS_QUEUE_LIMIT = 1_000
+
+    answers = create_in_parallel(alice)
+
+    assert answers == {201: 30, "rate_limited": CREATIONS - 30}
+    assert Task.objects.count() == 30
+    assert Document.objects.count() == 30  # a refused creation left nothing behind
+
+
+def test_parallel_creations_never_fill_the_queue_past_its_limit(alice, settings):
+    settings.REPORTS_USER_RATE_LIMIT = 10_000
+    settings.REPORTS_QUEUE_LIMIT = 25
+
+    answers = create_in_parallel(alice)
+
+    assert answers == {201: 25, "queue_full": CREATIONS - 25}
+    assert Task.objects.filter(status=Status.QUEUED).count() == 25

@@ -1,0 +1,76 @@
+"""Numbers, caching and malformed bodies a client controls: each is bounded or refused with
+a docs/api.md error body, never a 500, and no private answer may be kept by a cache."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from reports.models import Task
+from tests.helpers import assert_refused, submit
+
+pytestmark = pytest.mark.django_db
+
+
+def report_timing(client: Client, task: Task, body: str):
+    return client.post(f"/api/tasks/{task.pk}/timing", body, "application/json")
+
+
+# --- numbers from clients -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["1e308", "3600001", "1e12"])
+def test_a_first_text_time_beyond_an_hour_is_refused_and_not_stored(
+    alice_client, finished_task, value
+):
+    response = report_timing(alice_client, finished_task, f'{{"frontend_first_text_ms": {value}}}')
+    assert_refused(response, 400, "invalid_request", "frontend_first_text_ms")
+    finished_task.refresh_from_db()
+    assert finished_task.frontend_first_text_ms is None
+
+
+def test_a_first_text_time_longer_than_the_task_has_existed_is_refused(alice_client, finished_task):
+    # The task is a few seconds old: half an hour cannot have passed since its submit.
+    response = report_timing(alice_client, finished_task, '{"frontend_first_text_ms": 1800000}')
+    assert_refused(response, 400, "invalid_request", "more than this task has existed")
+
+
+def test_a_plausible_first_text_time_is_kept(alice_client, finished_task):
+    response = report_timing(alice_client, finished_task, '{"frontend_first_text_ms": 850.5}')
+    assert response.status_code == 204
+    finished_task.refresh_from_db()
+    assert finished_task.frontend_first_text_ms == 850.5
+
+
+@pytest.mark.parametrize("page", [str(10**20), "1000001", "0", "-1", "1e3", "²"])
+def test_a_page_number_out_of_range_is_a_json_400(alice_client, page):
+    response = alice_client.get("/api/tasks", {"page": page})
+    assert_refused(response, 400, "invalid_request", "page")
+
+
+def test_an_unexpected_error_in_the_api_is_answered_as_json(alice_client, monkeypatch):
+    from reports import api
+
+    def broken(task):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(api, "task_body", broken)
+    submit(alice_client)
+    client = Client(raise_request_exception=False)
+    client.force_login(Task.objects.get().owner)
+    assert_refused(client.get("/api/tasks"), 500, "internal_error")
+
+
+# --- private answers are not cached ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/tasks", "/api/tasks/{id}", "/api/tasks/{id}/result", "/api/tasks/{missing}"],
+)
+def test_private_api_answers_forbid_caching(alice_client, finished_task, path):
+    import uuid
+
+    response = alice_client.get(path.format(id=finished_task.pk, missing=uuid.uuid4()))
+    directives = {d.strip() for d in response["Cache-Control"].split(",")}
+    assert {"no-store", "private"} <= directives

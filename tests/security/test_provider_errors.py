@@ -1,0 +1,59 @@
+"""What a provider's error says reaches staff, not users: the owner is told a plain sentence
+for the kind of failure on every channel (API, events, page), and the provider's own text is
+kept on the attempt, in admin (docs/security.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.test import Client
+
+from reports.clock import Clock
+from reports.models import TaskEvent
+from reports.worker.supervisor import Supervisor
+from tests.helpers import run_all, submit, task_of
+from tests.providers.openai_server import OpenAIServer, error, point_at
+
+pytestmark = pytest.mark.django_db
+
+PROVIDER_TEXT = "Invalid schema for function 'internal_billing_tool' on deployment eu-7"
+
+
+@pytest.fixture
+def openai_server(settings):
+    server = OpenAIServer().start()
+    point_at(settings, server.base_url, read_timeout_s=30)
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "plain"),
+    [
+        (400, "provider_rejected", "The provider refused the request."),
+        (422, "provider_rejected", "The provider refused the request."),
+    ],
+)
+def test_the_owner_reads_a_plain_sentence_and_staff_the_provider_text(
+    alice_client, openai_server, django_user_model, status, error_type, plain
+):
+    openai_server.queue(error(status, PROVIDER_TEXT))
+    response = submit(alice_client)
+    run_all(Supervisor(slots=1, clock=Clock()))
+    task = task_of(response)
+    assert (task.status, task.error_type) == ("failed", error_type)
+
+    body = alice_client.get(f"/api/tasks/{task.pk}").json()
+    assert body["error"] == {"type": error_type, "message": plain}
+    # What the event stream and the WebSocket send: the stored events, as they are.
+    events = json.dumps(list(TaskEvent.objects.filter(task=task).values_list("data", flat=True)))
+    page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    for seen in (events, page):
+        assert "refused the request" in seen
+        assert "internal_billing_tool" not in seen
+
+    staff = Client()
+    staff.force_login(django_user_model.objects.create_superuser("root", password="root-pass"))
+    admin_page = staff.get(f"/admin/reports/task/{task.pk}/change/").content.decode()
+    assert "internal_billing_tool" in admin_page
