@@ -13,10 +13,11 @@ block, as the user's request. No tools are offered.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Sequence
 
-from reports.providers.base import GenerationRequest, SourceDocument
+from reports.providers.base import GenerationRequest, SourceDocument, Usage
 
 PROMPT_VERSION = "report-2"
 
@@ -107,6 +108,24 @@ def build_messages(request: GenerationRequest) -> list[dict[str, str]]:
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": user_message(request.documents, request.instructions)},
     ]
+
+
+def prompt_chars(request: GenerationRequest) -> int:
+    """Return the length of the prompt `request` sends, in characters."""
+    return sum(len(message["content"]) for message in build_messages(request))
+
+
+def estimated_usage(prompt_chars: int, output: str) -> Usage:
+    """Return the usage of a request the provider answered without reporting any.
+
+    Counted at CHARS_PER_TOKEN, more tokens than most text holds: an estimate that errs
+    toward charging, never toward a free report.
+    """
+    return Usage(
+        input_tokens=math.ceil(prompt_chars / CHARS_PER_TOKEN),
+        output_tokens=math.ceil(len(output) / CHARS_PER_TOKEN),
+        source="estimate",
+    )
 
 
 def user_message(documents: Sequence[SourceDocument], instructions: str) -> str:
