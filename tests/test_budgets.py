@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from reports import budgets, lifecycle, storage
+from reports import budgets, storage
 from reports.models import Attempt, Budget, Document, Status, Task
 from reports.providers.base import Completed, ProviderError, Retry, TextDelta, Usage
 from reports.providers.prompts import PROMPT_VERSION
