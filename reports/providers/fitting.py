@@ -118,11 +118,20 @@ class ContextFitter:
     def learn_window(self, window: int) -> None:
         self.window = min(window, self.window or window)
 
+    def budget(self, request: GenerationRequest, configured: int) -> int:
+        """Return the prompt tokens the context leaves after the output cap and template."""
+        window = self.context_tokens(configured)
+        return window - request.max_output_tokens - TEMPLATE_TOKENS
+
+    def may_overflow(self, request: GenerationRequest, configured: int) -> bool:
+        """Whether the prompt might not fit: its bytes exceed the budget."""
+        return len(prompt_text(request).encode()) > self.budget(request, configured)
+
     async def fit(
         self, client: httpx2.AsyncClient, request: GenerationRequest, configured: int
     ) -> GenerationRequest:
         """Return `request` with its documents cut so the prompt fits the context."""
-        budget = self.context_tokens(configured) - request.max_output_tokens - TEMPLATE_TOKENS
+        budget = self.budget(request, configured)
         for _ in range(REFITS):
             text = prompt_text(request)
             if len(text.encode()) <= budget:

@@ -178,8 +178,7 @@ class OpenAIProvider(Provider):
                     yield TextDelta(text) if text else Heartbeat(request_id=request_id)
         except openai.APIError as exc:
             if finish_reason is None:  # after the completion signal, a lost tail is harmless
-                overflow = None if wrote else fitting.overflow_in(self._detail(exc), exc.body)
-                if overflow is not None:
+                if not wrote and (overflow := self._overflow_in_stream(request, exc)):
                     raise _Overflowed(overflow, request_id) from None
                 raise self._broken_stream(exc, request_id) from None
         except ValueError as exc:  # an event that is not JSON: not a server we understand
@@ -192,7 +191,26 @@ class OpenAIProvider(Provider):
             if usage.source == "provider":
                 self.fitter.learn_usage(request, usage.input_tokens)
             yield Completed(finish_reason, usage, request_id=request_id)
+        elif not wrote and (overflow := self._overflow_in_stream(request, None)):
+            raise _Overflowed(overflow, request_id)
         # No finish_reason: the stream simply ended, and the runner calls it truncated.
+
+    def _overflow_in_stream(
+        self, request: GenerationRequest, exc: openai.APIError | None
+    ) -> fitting.Overflow | None:
+        """Return the overflow a stream that failed before any text stands for, if any.
+
+        Some servers fail a prompt too long for the context only once the 200 stream has
+        begun: with an error event that says so, or (llama-cpp-python) by ending the stream
+        with no word at all. A silent end counts as an overflow only when the prompt's
+        bytes exceed the context, so that it might be one.
+        """
+        if exc is not None and (overflow := fitting.overflow_in(self._detail(exc), exc.body)):
+            return overflow
+        configured = settings.REPORTS_CONTEXT_TOKENS
+        if self.fitter.may_overflow(request, configured):
+            return fitting.Overflow(window=None, prompt_tokens=None)
+        return None
 
     def _cut_to(
         self, overflowed: _Overflowed, sent: GenerationRequest, configured: int
@@ -201,8 +219,7 @@ class OpenAIProvider(Provider):
         overflow = overflowed.overflow
         if overflow.window:
             self.fitter.learn_window(overflow.window)
-        window = self.fitter.context_tokens(configured)
-        budget = window - sent.max_output_tokens - fitting.TEMPLATE_TOKENS
+        budget = self.fitter.budget(sent, configured)
         if budget <= 0:
             raise self._too_long(overflowed, sent, configured)
         text = fitting.prompt_text(sent)
