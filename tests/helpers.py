@@ -12,7 +12,7 @@ from django.test import Client
 
 from reports import submissions
 from reports.models import Document, Task
-from reports.providers.base import Completed, Provider, TextDelta, Usage
+from reports.providers.base import Completed, Provider, ProviderError, TextDelta, Usage
 from reports.submissions import Submission, Upload
 from reports.worker.supervisor import Supervisor
 
@@ -149,3 +149,14 @@ def database_url(db: dict) -> str:
         return f"sqlite:///{db['NAME']}"
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
     return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+async def items_or_error(provider: Provider, request) -> tuple[list, ProviderError | None]:
+    """Return what the provider's stream yielded, and the error it ended with, if any."""
+    items = []
+    try:
+        async for item in provider.stream(request):
+            items.append(item)
+    except ProviderError as exc:
+        return items, exc
+    return items, None

@@ -23,12 +23,11 @@ from reports.providers.base import (
     Completed,
     GenerationRequest,
     Provider,
-    ProviderError,
     SourceDocument,
     TextDelta,
 )
 from reports.worker.supervisor import Supervisor
-from tests.helpers import run_all
+from tests.helpers import items_or_error, run_all
 from tests.providers.llama_server import (
     CONTEXT,
     ENDLESS,
@@ -80,16 +79,6 @@ def request(text: str = "A short note on harbours.", max_output_tokens: int = MA
     return GenerationRequest(
         "t", 1, (SourceDocument("doc.md", text),), max_output_tokens=max_output_tokens
     )
-
-
-async def items_or_error(provider, request):
-    items = []
-    try:
-        async for item in provider.stream(request):
-            items.append(item)
-    except ProviderError as exc:
-        return items, exc
-    return items, None
 
 
 def text_of(items) -> str:

@@ -22,11 +22,11 @@ from reports import lifecycle
 from reports.clock import Clock
 from reports.models import Attempt, Task, TaskEvent
 from reports.providers import get_provider
-from reports.providers.base import GenerationRequest, ProviderError, Retry, SourceDocument
+from reports.providers.base import GenerationRequest, Retry, SourceDocument
 from reports.providers.openai import retry_after_s
 from reports.providers.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_messages
 from reports.worker.supervisor import Supervisor
-from tests.helpers import run_all
+from tests.helpers import items_or_error, run_all
 from tests.providers.openai_server import KEY, REPORT_PIECES, OpenAIServer, Reply, error, point_at
 
 PARTIAL = ("# A report\n\n", "## Summary\n\n")
@@ -416,20 +416,10 @@ def test_a_missing_model_name_is_a_clear_configuration_error(settings, openai_se
 REQUEST = GenerationRequest("t", 1, (SourceDocument("a.md", "Some text."),))
 
 
-async def items_or_error(provider, request=REQUEST):
-    items = []
-    try:
-        async for item in provider.stream(request):
-            items.append(item)
-    except ProviderError as exc:
-        return items, exc
-    return items, None
-
-
 async def test_the_adapters_own_read_timeout_means_an_unknown_outcome(settings, openai_server):
     point_at(settings, openai_server.base_url, read_timeout_s=0.3)
     openai_server.queue(Reply(end="silent"))
-    items, exc = await items_or_error(get_provider("openai"))
+    items, exc = await items_or_error(get_provider("openai"), REQUEST)
     assert items == []
     assert (exc.retry, exc.error_type) == (Retry.UNKNOWN, "")
 
@@ -437,7 +427,7 @@ async def test_the_adapters_own_read_timeout_means_an_unknown_outcome(settings, 
 async def test_after_headers_the_adapters_read_timeout_is_a_stall(settings, openai_server):
     point_at(settings, openai_server.base_url, read_timeout_s=0.3)
     openai_server.queue(Reply(text=(), finish_reason=None, usage=None, end="hang"))
-    items, exc = await items_or_error(get_provider("openai"))
+    items, exc = await items_or_error(get_provider("openai"), REQUEST)
     assert items[0].request_id == "req_1"  # the headers arrived: a heartbeat
     assert (exc.retry, exc.error_type) == (Retry.PERMANENT, "stalled")
 
@@ -466,7 +456,7 @@ async def test_a_connect_timeout_is_retryable_for_the_request_never_left(setting
             filler.connect_ex(("127.0.0.1", port))
             fillers.append(filler)
         point_at(settings, f"http://127.0.0.1:{port}/v1", connect_timeout_s=0.3)
-        items, exc = await items_or_error(get_provider("openai"))
+        items, exc = await items_or_error(get_provider("openai"), REQUEST)
     finally:
         for filler in fillers:
             filler.close()
