@@ -8,8 +8,8 @@ a request is sent, the provider checks it again with the best count it has
 1. the server's own tokenizer where it offers one: llama-cpp-python's
    `POST /extras/tokenize`, llama.cpp's `llama-server` and vLLM's `POST /tokenize`
    (found once per server, then remembered, and so is a server that has none);
-2. otherwise the characters a token that the provider's usage showed on earlier
-   requests of this model (the fewest seen, never more than CHARS_PER_TOKEN);
+2. otherwise the characters a token that the provider's usage showed on the latest
+   requests of this model (their median, never more than CHARS_PER_TOKEN);
 3. otherwise CHARS_PER_TOKEN, as the prepare stage cut.
 
 No count is needed when the prompt's UTF-8 bytes fit: no tokenizer here makes more
@@ -19,9 +19,11 @@ error replaces the configured one for that model (`Overflow`).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 import re
+import statistics
 
 import httpx2
 
@@ -35,6 +37,7 @@ TEMPLATE_TOKENS = 64
 # (its share of costlier characters may differ) still fits.
 SAFETY = 0.95
 REFITS = 3
+LEARNED_FROM = 25  # the latest prompts whose usage teaches the characters a token
 TOKENIZE_TIMEOUT_S = 10.0
 # Answers that mean "this server has no such endpoint" (not "try again later").
 ABSENT = frozenset({400, 404, 405, 422, 501})
@@ -103,17 +106,30 @@ class ContextFitter:
     model: str
     tokenize_path: str | None = None
     probed: bool = False
-    chars_per_token: float | None = None  # learned from usage the provider reported
+    # The characters a token of the latest prompts, from the usage the provider reported.
+    ratios: collections.deque = dataclasses.field(
+        default_factory=lambda: collections.deque(maxlen=LEARNED_FROM)
+    )
     window: int | None = None  # named by the server in an overflow error
 
     def context_tokens(self, configured: int) -> int:
         return min(configured, self.window) if self.window else configured
 
+    @property
+    def chars_per_token(self) -> float | None:
+        """Return the median of the ratios learned, never more than CHARS_PER_TOKEN.
+
+        The median, so that one user's documents in a costly script (a few tokens a
+        character) cannot make everyone else's input be cut short.
+        """
+        if not self.ratios:
+            return None
+        return min(statistics.median(self.ratios), CHARS_PER_TOKEN)
+
     def learn_usage(self, request: GenerationRequest, input_tokens: int | None) -> None:
         """Remember the characters a token that the provider's reported usage shows."""
         if input_tokens:
-            ratio = len(prompt_text(request)) / input_tokens
-            self.chars_per_token = min(ratio, self.chars_per_token or CHARS_PER_TOKEN)
+            self.ratios.append(len(prompt_text(request)) / input_tokens)
 
     def learn_window(self, window: int) -> None:
         self.window = min(window, self.window or window)
