@@ -10,8 +10,11 @@ Amounts are integer micro-dollars (millionths of a US dollar). A task's life in 
   small .docx can hold megabytes of text); when the budget cannot cover that, the task
   fails `budget_exhausted` and the provider is never called;
 * end: the reservation is returned and the actual cost of the task's attempts charged
-  (`settled`); nothing billed at all returns it whole (`released`); an attempt whose
-  usage is unknown keeps the reservation held until an admin settles it
+  (`settled`): at the usage the provider reported or, when it answered and reported none
+  (a cancel, a dropped stream, a server that never sends usage), at an estimate from the
+  prompt sent and the text received (reports/worker/attempt_end.py); nothing billed at
+  all returns it whole (`released`); an attempt whose outcome is unknown (no answer, a
+  lost worker) keeps the reservation held until an admin settles it
   (`pending_reconciliation`).
 
 One reservation covers the whole task, retries included: an attempt the provider
@@ -78,6 +81,11 @@ def price_of(model: str) -> dict[str, int]:
         raise ImproperlyConfigured(
             f"No price for model {model!r}: add it to REPORTS_PRICES or set REPORTS_MODEL_PRICE."
         ) from None
+
+
+def is_free(model: str) -> bool:
+    """Whether the model is priced 0 (a local one): its usage, known or not, costs nothing."""
+    return not any(settings.REPORTS_PRICES.get(model, {"unpriced": 1}).values())
 
 
 def usage_cost(model: str, input_tokens: int, output_tokens: int, cached_tokens: int | None) -> int:
@@ -191,8 +199,11 @@ def attempt_cost(model: str, usage, *, billed_nothing: bool) -> int | None:
     """Return the cost of an attempt's usage; None when unknown (never a guessed 0).
 
     `billed_nothing`: the attempt never called the provider, or the provider refused
-    the request before answering, so there is no usage to pay for.
+    the request before answering, so there is no usage to pay for. A model priced 0 (a
+    local one) costs 0 whatever its usage, so none of its tasks waits for an admin.
     """
+    if is_free(model):
+        return 0
     if usage.source in MEASURED and None not in (usage.input_tokens, usage.output_tokens):
         return usage_cost(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens)
     return 0 if billed_nothing else None
@@ -223,6 +234,8 @@ def settle_task(task_id) -> str | None:
     if task is None:
         return None
     costs = _attempt_costs(task_id)
+    if is_free(task.model):
+        costs = [0]  # even an attempt whose usage is unknown (a lost worker)
     if None in costs:
         Task.objects.filter(pk=task_id, cost_status=CostStatus.RESERVED).update(
             cost_status=CostStatus.PENDING_RECONCILIATION
@@ -267,7 +280,7 @@ def hold_again(task_id) -> bool:
 def _holding(task_id, status: str) -> Task | None:
     return (
         Task.objects.filter(pk=task_id, cost_status=status)
-        .only("id", "owner_id", "reserved_micros")
+        .only("id", "owner_id", "reserved_micros", "model")
         .first()
     )
 

@@ -23,7 +23,7 @@ from django.test import Client
 
 from reports import storage, submissions
 from reports.models import Document, Task
-from reports.providers.base import Completed, Provider, TextDelta, Usage
+from reports.providers.base import Completed, Provider, ProviderError, TextDelta, Usage
 from reports.submissions import Submission, Upload
 from reports.worker.supervisor import Supervisor
 
@@ -269,3 +269,14 @@ def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
         )
     )
     return cert_file, key_file
+
+
+async def items_or_error(provider: Provider, request) -> tuple[list, ProviderError | None]:
+    """Return what the provider's stream yielded, and the error it ended with, if any."""
+    items = []
+    try:
+        async for item in provider.stream(request):
+            items.append(item)
+    except ProviderError as exc:
+        return items, exc
+    return items, None

@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from reports import budgets, lifecycle
+from reports import budgets
 from reports.clock import Clock
 from reports.models import Attempt, Budget, Document, Status, Task
 from reports.providers.base import Completed, ProviderError, Retry, TextDelta, Usage
@@ -156,26 +156,25 @@ def test_a_retried_429_costs_nothing_and_one_reservation_covers_the_retry(
     assert budget(alice).reserved_micros == 0
 
 
-def test_a_disconnect_after_text_without_usage_holds_the_reservation(
-    make_task, alice, scripted_worker
+def test_a_stream_dropped_without_usage_settles_at_an_estimate(
+    make_task, alice, alice_client, scripted_worker
 ):
     async def drop(request, clock):
-        yield TextDelta("# Half")
+        yield TextDelta("# Half a report")
         raise ProviderError("provider_error", "dropped", retry=Retry.RETRYABLE)
 
     task = make_task()
     run_all(scripted_worker(drop))
+    body = alice_client.get(f"/api/tasks/{task.pk}").json()
+    assert (body["status"], body["cost_status"]) == ("failed", "settled")
+    usage = body["usage"]
+    assert usage["usage_source"] == "estimate"
+    assert usage["output_tokens"] == 5  # 15 characters, three a token
+    assert usage["input_tokens"] > len(SAMPLE) // 3  # the prompt holds the document
     task = refreshed(task)
-    assert (task.status, task.cost_status) == ("failed", "pending_reconciliation")
-    assert Attempt.objects.get(task=task).cost_micros is None
-    assert budget(alice).reserved_micros == task.reserved_micros > 0
-    assert budget(alice).spent_micros == 0
-
-    assert budgets.settle_pending(task.pk, 1_234) == "settled"
-    task = refreshed(task)
-    assert (task.cost_status, task.cost_micros) == ("settled", 1_234)
-    assert (budget(alice).spent_micros, budget(alice).reserved_micros) == (1_234, 0)
-    assert budgets.settle_pending(task.pk, 1_234) is None  # once only
+    expected = budgets.usage_cost("extractive", usage["input_tokens"], 5, None)
+    assert task.cost_micros == expected == budget(alice).spent_micros
+    assert budget(alice).reserved_micros == 0
 
 
 def test_cancelling_a_queued_task_releases_its_reservation(make_task, alice, alice_client):
@@ -197,8 +196,8 @@ def test_a_document_that_cannot_be_read_releases_everything(alice_client, alice,
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_cancel_while_streaming_without_usage_waits_for_reconciliation(
-    make_task, alice, scripted_worker
+async def test_a_cancel_while_streaming_without_usage_settles_at_an_estimate(
+    make_task, alice, alice_client, scripted_worker
 ):
     task = await sync_to_async(make_task)()
     streaming = asyncio.Event()
@@ -213,10 +212,15 @@ async def test_a_cancel_while_streaming_without_usage_waits_for_reconciliation(
     worker = scripted_worker(endless)
     assert await worker.claim_and_start()
     await streaming.wait()
-    assert await sync_to_async(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
+    cancel = await sync_to_async(alice_client.post)(f"/api/tasks/{task.pk}/cancel")
+    assert cancel.status_code == 202
     await worker.drain()
+    body = (await sync_to_async(alice_client.get)(f"/api/tasks/{task.pk}")).json()
+    assert (body["status"], body["cost_status"]) == ("cancelled", "settled")
+    assert body["usage"]["usage_source"] == "estimate"
+    assert body["usage"]["output_tokens"] == 5  # "# Partial more": 14 characters
     task = await sync_to_async(refreshed)(task)
-    assert (task.status, task.cost_status) == ("cancelled", "pending_reconciliation")
+    assert 0 < task.cost_micros == (await sync_to_async(budget)(alice)).spent_micros
     await sync_to_async(assert_nothing_held)(alice)
 
 
@@ -421,4 +425,16 @@ def test_expanding_documents_in_parallel_never_cost_more_than_the_budget(
     assert all(t.cost_micros > 50_000 for t in succeeded)  # real usage, about $0.09 each
     assert sum(costs) <= limit
     assert budget(alice).spent_micros == sum(costs)  # nothing charged beyond a reservation
+
+
+def test_a_free_model_settles_at_zero_even_when_its_usage_is_unknown(make_task, alice, settings):
+    settings.REPORTS_PRICES = {"extractive": {"input": 0, "output": 0, "cached_input": 0}}
+    settings.REPORTS_RERUN_LOST_ATTEMPTS = False
+    task = make_task()
+    claim_next_task("w")
+    Task.objects.filter(pk=task.pk).update(lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    reap_expired_leases()
+    task = refreshed(task)
+    assert task.status == "reconciliation_required"  # the outcome is unknown…
+    assert (task.cost_status, task.cost_micros) == ("released", 0)  # …but it cost nothing
     assert budget(alice).reserved_micros == 0

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from reports.clock import Clock
+from reports.providers import fitting
 from reports.providers.base import (
     Completed,
     GenerationRequest,
@@ -82,83 +83,166 @@ class OpenAIProvider(Provider):
         )
         # Built once: a TLS context takes tens of milliseconds to load, a client a fraction.
         self._tls = ssl.create_default_context()
+        root = base_url.rstrip("/").removesuffix("/v1")
+        self.fitter = fitting.ContextFitter(root, self.model)
 
-    def client(self) -> openai.AsyncOpenAI:
-        """Return a new SDK client, retries off; one per request, closed with its stream."""
+    def client(self, http: httpx2.AsyncClient) -> openai.AsyncOpenAI:
+        """Return a new SDK client over `http`, retries off; one per request."""
         return openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self._api_key or NO_KEY,
             max_retries=0,
             timeout=self.timeout,
-            http_client=openai.DefaultAsyncHttpxClient(verify=self._tls, timeout=self.timeout),
+            http_client=http,
         )
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
-        async with self.client() as client:
+        http = openai.DefaultAsyncHttpxClient(verify=self._tls, timeout=self.timeout)
+        async with self.client(http) as client:  # closes `http` too
+            configured = settings.REPORTS_CONTEXT_TOKENS
+            sent = await self.fitter.fit(http, request, configured)
             try:
-                chunks = await client.chat.completions.create(
-                    model=self.model,
-                    messages=build_messages(request),
-                    max_tokens=request.max_output_tokens,
-                    stream=True,
-                    stream_options={"include_usage": True},
-                )
-            except openai.APIStatusError as exc:
-                raise self._status_error(exc) from None
-            except openai.APITimeoutError as exc:
-                if isinstance(exc.__cause__, NOT_SENT):
-                    raise ProviderError(
-                        "provider_error",
-                        f"Could not connect to the provider at {self.base_url} in time.",
-                        retry=Retry.RETRYABLE,
-                    ) from None
-                # No error type: the outcome is unknown, not a failure (as when the
-                # runner's own response clock runs out first).
-                raise ProviderError(
-                    "",
-                    "The request was sent and the provider did not answer in time; "
-                    "whether it ran the request is unknown.",
-                    retry=Retry.UNKNOWN,
-                ) from None
-            except openai.APIConnectionError as exc:
+                async for item in self._stream_once(client, sent):
+                    yield item
+                return
+            except _Overflowed as overflowed:
+                # Once, with the input cut to what the server said fits; the cut note
+                # in the prompt tells the model, and so the report, what was left out.
+                sent = self._cut_to(overflowed, sent, configured)
+            try:
+                async for item in self._stream_once(client, sent):
+                    yield item
+            except _Overflowed as overflowed:
+                raise self._too_long(overflowed, sent, configured) from None
+
+    async def _stream_once(
+        self, client: openai.AsyncOpenAI, request: GenerationRequest
+    ) -> AsyncIterator[StreamItem]:
+        try:
+            chunks = await client.chat.completions.create(
+                model=self.model,
+                messages=build_messages(request),
+                max_tokens=request.max_output_tokens,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+        except openai.APIStatusError as exc:
+            if exc.status_code in (400, 413, 422):
+                overflow = fitting.overflow_in(self._detail(exc), exc.body)
+                if overflow is not None:
+                    raise _Overflowed(overflow, exc.request_id) from None
+            raise self._status_error(exc) from None
+        except openai.APITimeoutError as exc:
+            if isinstance(exc.__cause__, NOT_SENT):
                 raise ProviderError(
                     "provider_error",
-                    f"Could not reach the provider at {self.base_url}: {_cause(exc)}.",
+                    f"Could not connect to the provider at {self.base_url} in time.",
                     retry=Retry.RETRYABLE,
                 ) from None
+            # No error type: the outcome is unknown, not a failure (as when the
+            # runner's own response clock runs out first).
+            raise ProviderError(
+                "",
+                "The request was sent and the provider did not answer in time; "
+                "whether it ran the request is unknown.",
+                retry=Retry.UNKNOWN,
+            ) from None
+        except openai.APIConnectionError as exc:
+            raise ProviderError(
+                "provider_error",
+                f"Could not reach the provider at {self.base_url}: {_cause(exc)}.",
+                retry=Retry.RETRYABLE,
+            ) from None
 
-            request_id = chunks.response.headers.get("x-request-id")
-            # Response headers: the provider answered. The runner's stall clock starts.
-            yield Heartbeat(request_id=request_id)
-            finish_reason: str | None = None
-            usage = Usage()
-            try:
-                async with chunks:  # closes the response, and so the connection, on cancel
-                    async for chunk in chunks:
-                        request_id = request_id or chunk.id or None
-                        if chunk.usage is not None:
-                            usage = _usage(chunk.usage)
-                        text = ""
-                        for choice in chunk.choices:
-                            if choice.index != 0:
-                                continue
-                            if choice.delta is not None and choice.delta.content:
-                                text += choice.delta.content
-                            finish_reason = choice.finish_reason or finish_reason
-                        # A chunk without text (a role, the usage) is a sign of life, no more.
-                        yield TextDelta(text) if text else Heartbeat(request_id=request_id)
-            except openai.APIError as exc:
-                if finish_reason is None:  # after the completion signal, a lost tail is harmless
-                    raise self._broken_stream(exc, request_id) from None
-            except ValueError as exc:  # an event that is not JSON: not a server we understand
-                raise ProviderError(
-                    "provider_error",
-                    f"The provider sent a malformed stream: {exc}.",
-                    request_id=request_id,
-                ) from None
-            if finish_reason is not None:
-                yield Completed(finish_reason, usage, request_id=request_id)
-            # No finish_reason: the stream simply ended, and the runner calls it truncated.
+        request_id = chunks.response.headers.get("x-request-id")
+        # Response headers: the provider answered. The runner's stall clock starts.
+        yield Heartbeat(request_id=request_id)
+        finish_reason: str | None = None
+        usage = Usage()
+        wrote = False
+        try:
+            async with chunks:  # closes the response, and so the connection, on cancel
+                async for chunk in chunks:
+                    request_id = request_id or chunk.id or None
+                    if chunk.usage is not None:
+                        usage = _usage(chunk.usage)
+                    text = ""
+                    for choice in chunk.choices:
+                        if choice.index != 0:
+                            continue
+                        if choice.delta is not None and choice.delta.content:
+                            text += choice.delta.content
+                        finish_reason = choice.finish_reason or finish_reason
+                    wrote = wrote or bool(text)
+                    # A chunk without text (a role, the usage) is a sign of life, no more.
+                    yield TextDelta(text) if text else Heartbeat(request_id=request_id)
+        except openai.APIError as exc:
+            if finish_reason is None:  # after the completion signal, a lost tail is harmless
+                if not wrote and (overflow := self._overflow_in_stream(request, exc)):
+                    raise _Overflowed(overflow, request_id) from None
+                raise self._broken_stream(exc, request_id) from None
+        except ValueError as exc:  # an event that is not JSON: not a server we understand
+            raise ProviderError(
+                "provider_error",
+                f"The provider sent a malformed stream: {exc}.",
+                request_id=request_id,
+            ) from None
+        if finish_reason is not None:
+            if usage.source == "provider":
+                self.fitter.learn_usage(request, usage.input_tokens)
+            yield Completed(finish_reason, usage, request_id=request_id)
+        elif not wrote and (overflow := self._overflow_in_stream(request, None)):
+            raise _Overflowed(overflow, request_id)
+        # No finish_reason: the stream simply ended, and the runner calls it truncated.
+
+    def _overflow_in_stream(
+        self, request: GenerationRequest, exc: openai.APIError | None
+    ) -> fitting.Overflow | None:
+        """Return the overflow a stream that failed before any text stands for, if any.
+
+        Some servers fail a prompt too long for the context only once the 200 stream has
+        begun: with an error event that says so, or (llama-cpp-python) by ending the stream
+        with no word at all. A silent end counts as an overflow only when the prompt's
+        bytes exceed the context, so that it might be one.
+        """
+        if exc is not None and (overflow := fitting.overflow_in(self._detail(exc), exc.body)):
+            return overflow
+        configured = settings.REPORTS_CONTEXT_TOKENS
+        if self.fitter.may_overflow(request, configured):
+            return fitting.Overflow(window=None, prompt_tokens=None)
+        return None
+
+    def _cut_to(
+        self, overflowed: _Overflowed, sent: GenerationRequest, configured: int
+    ) -> GenerationRequest:
+        """Return `sent` cut to what the overflow error says fits, or raise when nothing can."""
+        overflow = overflowed.overflow
+        if overflow.window:
+            self.fitter.learn_window(overflow.window)
+        budget = self.fitter.budget(sent, configured)
+        if budget <= 0:
+            raise self._too_long(overflowed, sent, configured)
+        text = fitting.prompt_text(sent)
+        # Without the prompt's size in the error, count a token a byte: none is longer.
+        tokens = overflow.prompt_tokens or len(text.encode())
+        cut = fitting.refit(sent, budget, len(text) / tokens)
+        if not any(doc.text for doc in cut.documents):
+            raise self._too_long(overflowed, sent, configured)
+        return cut
+
+    def _too_long(
+        self, overflowed: _Overflowed, sent: GenerationRequest, configured: int
+    ) -> ProviderError:
+        window = self.fitter.context_tokens(configured)
+        chars = sum(len(doc.text) for doc in sent.documents)
+        return ProviderError(
+            "provider_rejected",
+            f"The input does not fit the model's context window of {window:,} tokens, "
+            f"even cut to {chars:,} characters with {sent.max_output_tokens:,} tokens kept "
+            "for the report: raise the server's context size or lower "
+            "REPORTS_MAX_OUTPUT_TOKENS.",
+            request_id=overflowed.request_id,
+        )
 
     def _status_error(self, exc: openai.APIStatusError) -> ProviderError:
         status, request_id = exc.status_code, exc.request_id
@@ -231,6 +315,14 @@ class OpenAIProvider(Provider):
         if len(text) > DETAIL_CHARS:
             text = text[: DETAIL_CHARS - 1] + "…"
         return text or "no details given"
+
+
+class _Overflowed(Exception):
+    """The request did not fit the model's context (an error status or a stream's error)."""
+
+    def __init__(self, overflow: fitting.Overflow, request_id: str | None) -> None:
+        super().__init__(overflow)
+        self.overflow, self.request_id = overflow, request_id
 
 
 def retry_after_s(headers) -> float | None:

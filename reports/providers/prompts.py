@@ -13,15 +13,17 @@ block, as the user's request. No tools are offered.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Sequence
 
-from reports.providers.base import GenerationRequest, SourceDocument
+from reports.providers.base import GenerationRequest, SourceDocument, Usage
 
 PROMPT_VERSION = "report-2"
 
 # The context budget rule (README, "Using a real model"): the input may use
-# REPORTS_CONTEXT_TOKENS - REPORTS_MAX_OUTPUT_TOKENS tokens, counted as characters / 3.
+# REPORTS_CONTEXT_TOKENS - REPORTS_MAX_OUTPUT_TOKENS tokens, counted as characters / 3
+# until the provider counts them for real (reports/providers/fitting.py).
 # Three characters a token is on the safe side: English prose runs about four, code and
 # most other languages fewer.
 CHARS_PER_TOKEN = 3
@@ -58,9 +60,11 @@ base the report only on the text you were given.
 _LOOK_ALIKE = re.compile(r"<(/?)(document|request)", re.IGNORECASE)
 
 
-def context_chars(context_tokens: int, max_output_tokens: int) -> int:
+def context_chars(
+    context_tokens: int, max_output_tokens: int, chars_per_token: float = CHARS_PER_TOKEN
+) -> int:
     """Return how many characters of input fit: the context left after the output cap."""
-    return max(0, (context_tokens - max_output_tokens) * CHARS_PER_TOKEN)
+    return max(0, int((context_tokens - max_output_tokens) * chars_per_token))
 
 
 def fit_to_context(
@@ -69,18 +73,21 @@ def fit_to_context(
     *,
     context_tokens: int,
     max_output_tokens: int,
+    chars_per_token: float = CHARS_PER_TOKEN,
 ) -> tuple[SourceDocument, ...]:
     """Return the documents cut so the whole prompt fits the model's context.
 
     The budget is `context_chars` less everything in the messages but the documents'
     text: the system message, the delimiters, the cut note and the instructions.
+    `chars_per_token` is CHARS_PER_TOKEN until the provider knows better (the server's
+    own count, or what earlier usage showed: reports/providers/fitting.py).
     Documents share it equally; a document shorter than its share keeps all of its text
     and leaves the rest to the longer ones. A cut keeps the beginning of a document, ends
     on whitespace where it can, and records the original length.
     """
     frame = [SourceDocument(doc.name, "", full_chars=len(doc.text)) for doc in documents]
     overhead = len(SYSTEM_PROMPT) + len(user_message(frame, instructions))
-    budget = context_chars(context_tokens, max_output_tokens)
+    budget = context_chars(context_tokens, max_output_tokens, chars_per_token)
     budget = max(0, budget - overhead - FIGURES_CHARS * len(documents))
     shares: dict[int, int] = {}
     waiting = sorted(range(len(documents)), key=lambda i: len(documents[i].text))
@@ -107,6 +114,24 @@ def build_messages(request: GenerationRequest) -> list[dict[str, str]]:
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": user_message(request.documents, request.instructions)},
     ]
+
+
+def prompt_chars(request: GenerationRequest) -> int:
+    """Return the length of the prompt `request` sends, in characters."""
+    return sum(len(message["content"]) for message in build_messages(request))
+
+
+def estimated_usage(prompt_chars: int, output: str) -> Usage:
+    """Return the usage of a request the provider answered without reporting any.
+
+    Counted at CHARS_PER_TOKEN, more tokens than most text holds: an estimate that errs
+    toward charging, never toward a free report.
+    """
+    return Usage(
+        input_tokens=math.ceil(prompt_chars / CHARS_PER_TOKEN),
+        output_tokens=math.ceil(len(output) / CHARS_PER_TOKEN),
+        source="estimate",
+    )
 
 
 def user_message(documents: Sequence[SourceDocument], instructions: str) -> str:

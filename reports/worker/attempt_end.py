@@ -8,6 +8,7 @@ attempt's end, the task's new status and event, and the money are one transactio
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from functools import partial
@@ -19,7 +20,7 @@ from reports.models import AttemptStatus, Event, Status, db_now_plus
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.providers.base import Usage
-from reports.providers.prompts import PROMPT_VERSION
+from reports.providers.prompts import PROMPT_VERSION, estimated_usage
 
 # The attempt's lines keep one logger name, whichever module writes them.
 log = logging.getLogger("reports.worker.pipeline")
@@ -60,6 +61,7 @@ class AttemptRecord:
     provider_called: bool  # the request was sent to the provider
     answered: bool  # the provider answered it (text or a heartbeat)
     duration_ms: float
+    prompt_chars: int = 0  # the length of the prompt sent, once one was
 
 
 def end_data(outcome: Outcome, partial: bool, task_fields: dict) -> dict:
@@ -81,6 +83,7 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
     Once it commits, the `attempt.ended` line is logged (before the task's own
     `task.ended`, when the attempt ended it).
     """
+    record = dataclasses.replace(record, usage=usage_at_end(record, outcome))
     attempt = lifecycle.AttemptEnd(
         record.attempt_id,
         {
@@ -126,6 +129,23 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
         attempt=attempt,
         **task_fields,
     )
+
+
+def usage_at_end(record: AttemptRecord, outcome: Outcome) -> Usage:
+    """Return the usage the attempt is charged at.
+
+    The provider's own report when it gave one; when it answered and reported none (a
+    cancel, a dropped stream, a server that never sends usage), an estimate from the
+    prompt sent and the text received. An outcome that is itself unknown (no answer came)
+    keeps its usage unknown, for an admin to settle.
+    """
+    if (
+        record.usage.source != "missing"
+        or not record.answered
+        or outcome.status == Status.RECONCILIATION_REQUIRED
+    ):
+        return record.usage
+    return estimated_usage(record.prompt_chars, record.text)
 
 
 def billed_nothing(record: AttemptRecord, outcome: Outcome) -> bool:

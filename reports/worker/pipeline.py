@@ -34,6 +34,7 @@ from reports.providers.base import (
     TextDelta,
     Usage,
 )
+from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
 from reports.validation import validate_report
 from reports.worker import chunk_writes
@@ -71,6 +72,7 @@ class AttemptRun:
     stop_reason: str = ""  # "cancel" or "lease_lost"
     status: str = Status.RUNNING
     provider_called: bool = False
+    prompt_chars: int = 0
 
     def __post_init__(self) -> None:
         self._answered = False
@@ -146,6 +148,7 @@ class AttemptRun:
                 return Outcome(Status.FAILED, ErrorType.BUDGET_EXHAUSTED, str(exc))
         with self._timed(Stage.GENERATE):
             self.provider_called = True
+            self.prompt_chars = prompt_chars(request)
             return await self._generate(request)
 
     async def _read_documents(self) -> list[SourceDocument]:
@@ -423,6 +426,7 @@ class AttemptRun:
             request_id=self.request_id,
             provider_called=self.provider_called,
             answered=self._answered,
+            prompt_chars=self.prompt_chars,
             duration_ms=round((self.clock.monotonic() - self.started) * 1000, 1),
         )
 

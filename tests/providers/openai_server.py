@@ -39,8 +39,9 @@ class Reply:
     `end` says how a 200 stream ends: `done` (`data: [DONE]`, then a clean end), `eof`
     (a clean end without `[DONE]`), `drop` (the connection closes mid-body), `hang`
     (nothing more is sent; the connection stays open), `garbage` (an event that is not
-    JSON, then a clean end), `error_event` (an error object as an event, then a clean
-    end, as vLLM does when generation fails). `silent` sends no response at all, not even headers.
+    JSON, then a clean end), `error_event` (an error object, `error` when given, as an
+    event, then a clean end, as vLLM and llama-cpp-python do when generation fails).
+    `silent` sends no response at all, not even headers.
     """
 
     status: int = 200
@@ -67,8 +68,12 @@ class Received:
 
 
 class OpenAIServer:
-    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None, tokenize_path: str = "") -> None:
         self.tls = tls  # serve https with this context
+        # Where it counts tokens as a byte-level vocabulary would (one a byte), as
+        # llama-cpp-python's server does at /extras/tokenize; other paths answer 404.
+        self.tokenize_path = tokenize_path
+        self.counted: list[str] = []  # the texts it was asked to count
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.streaming = threading.Event()  # a 200 stream has sent its text
@@ -120,6 +125,9 @@ class OpenAIServer:
                     name, _, value = line.partition(":")
                     headers[name.strip().lower()] = value.strip()
             raw = await reader.readexactly(int(headers.get("content-length", "0")))
+            if not path.endswith("/chat/completions"):
+                await self._answer_other(writer, path, json.loads(raw or b"{}"))
+                return
             self._count += 1
             self.requests.append(Received(method, path, headers, json.loads(raw or b"{}")))
             reply = self.replies.popleft() if self.replies else Reply()
@@ -133,6 +141,17 @@ class OpenAIServer:
             pass
         finally:
             writer.close()
+
+    async def _answer_other(self, writer: asyncio.StreamWriter, path: str, body: dict) -> None:
+        if self.tokenize_path and path == self.tokenize_path:
+            self.counted.append(body["input"])
+            status, answer = 200, {"tokens": list(body["input"].encode())}
+        else:
+            status, answer = 404, {"detail": "Not Found"}
+        data = json.dumps(answer).encode()
+        head = self._head(status, {"content-type": "application/json"})
+        writer.write(head + f"content-length: {len(data)}\r\n\r\n".encode() + data)
+        await writer.drain()
 
     async def _wait_for_close(self, reader: asyncio.StreamReader) -> None:
         with contextlib.suppress(ConnectionError):
@@ -197,7 +216,9 @@ class OpenAIServer:
         if reply.end == "done":
             await self._send_chunk(writer, "data: [DONE]\n\n")
         if reply.end == "error_event":
-            failure = {"error": {"message": "generation failed", "type": "server_error"}}
+            failure = {
+                "error": reply.error or {"message": "generation failed", "type": "server_error"}
+            }
             await self._send_chunk(writer, f"data: {json.dumps(failure)}\n\n")
         if reply.end in ("done", "eof", "garbage", "error_event"):
             writer.write(b"0\r\n\r\n")

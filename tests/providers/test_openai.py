@@ -22,11 +22,11 @@ from reports import lifecycle
 from reports.clock import Clock
 from reports.models import Attempt, Task, TaskEvent
 from reports.providers import get_provider
-from reports.providers.base import GenerationRequest, ProviderError, Retry, SourceDocument
+from reports.providers.base import GenerationRequest, Retry, SourceDocument
 from reports.providers.openai import retry_after_s
-from reports.providers.prompts import PROMPT_VERSION, SYSTEM_PROMPT
+from reports.providers.prompts import PROMPT_VERSION, SYSTEM_PROMPT, build_messages
 from reports.worker.supervisor import Supervisor
-from tests.helpers import run_all
+from tests.helpers import items_or_error, run_all
 from tests.providers.openai_server import KEY, REPORT_PIECES, OpenAIServer, Reply, error, point_at
 
 PARTIAL = ("# A report\n\n", "## Summary\n\n")
@@ -79,8 +79,8 @@ class Case:
     usage_source: str = "provider"
     settings: dict = field(default_factory=dict)
     message: str = ""  # a phrase the error message shown to the user contains
-    # What happens to the reservation: settled to known usage, released when the provider
-    # certainly billed nothing, held for an admin when what it billed is unknown.
+    # What happens to the reservation: settled to the usage reported or estimated, released
+    # when the provider certainly billed nothing, held for an admin when the outcome is unknown.
     cost_status: str = "settled"
 
 
@@ -177,9 +177,8 @@ CASES = {
         error_type="provider_error",
         attempts=1,
         partial=True,
-        usage_source="missing",
+        usage_source="estimate",
         message="stream broke off",
-        cost_status="pending_reconciliation",
     ),
     "malformed event mid-stream": case(
         Reply(text=PARTIAL, finish_reason=None, usage=None, end="garbage"),
@@ -187,9 +186,8 @@ CASES = {
         error_type="provider_error",
         attempts=1,
         partial=True,
-        usage_source="missing",
+        usage_source="estimate",
         message="malformed stream",
-        cost_status="pending_reconciliation",
     ),
     "error event mid-stream": case(
         Reply(text=PARTIAL, finish_reason=None, usage=None, end="error_event"),
@@ -197,9 +195,8 @@ CASES = {
         error_type="provider_error",
         attempts=1,
         partial=True,
-        usage_source="missing",
+        usage_source="estimate",
         message="generation failed",
-        cost_status="pending_reconciliation",
     ),
     "no [DONE] after finish_reason stop": case(
         Reply(end="eof"), status="succeeded", error_type=None, attempts=1
@@ -210,8 +207,14 @@ CASES = {
         error_type="stream_truncated",
         attempts=1,
         partial=True,
-        usage_source="missing",
-        cost_status="pending_reconciliation",
+        usage_source="estimate",
+    ),
+    "stream ends before any text, the prompt well inside the context": case(
+        Reply(text=(), finish_reason=None, usage=None, end="eof"),
+        status="failed",
+        error_type="stream_truncated",
+        attempts=1,
+        usage_source="estimate",
     ),
     "finish_reason length": case(
         Reply(finish_reason="length"),
@@ -225,17 +228,15 @@ CASES = {
         status="succeeded",
         error_type=None,
         attempts=1,
-        usage_source="missing",
-        cost_status="pending_reconciliation",
+        usage_source="estimate",
     ),
     "silent connection after headers": case(
         Reply(text=(), finish_reason=None, usage=None, end="hang"),
         status="failed",
         error_type="stalled",
         attempts=1,
-        usage_source="missing",
+        usage_source="estimate",
         settings={"REPORTS_STALL_TIMEOUT_S": 0.5},
-        cost_status="pending_reconciliation",
     ),
     "read timeout after the request was sent": case(
         Reply(end="silent"),
@@ -416,20 +417,10 @@ def test_a_missing_model_name_is_a_clear_configuration_error(settings, openai_se
 REQUEST = GenerationRequest("t", 1, (SourceDocument("a.md", "Some text."),))
 
 
-async def items_or_error(provider, request=REQUEST):
-    items = []
-    try:
-        async for item in provider.stream(request):
-            items.append(item)
-    except ProviderError as exc:
-        return items, exc
-    return items, None
-
-
 async def test_the_adapters_own_read_timeout_means_an_unknown_outcome(settings, openai_server):
     point_at(settings, openai_server.base_url, read_timeout_s=0.3)
     openai_server.queue(Reply(end="silent"))
-    items, exc = await items_or_error(get_provider("openai"))
+    items, exc = await items_or_error(get_provider("openai"), REQUEST)
     assert items == []
     assert (exc.retry, exc.error_type) == (Retry.UNKNOWN, "")
 
@@ -437,7 +428,7 @@ async def test_the_adapters_own_read_timeout_means_an_unknown_outcome(settings, 
 async def test_after_headers_the_adapters_read_timeout_is_a_stall(settings, openai_server):
     point_at(settings, openai_server.base_url, read_timeout_s=0.3)
     openai_server.queue(Reply(text=(), finish_reason=None, usage=None, end="hang"))
-    items, exc = await items_or_error(get_provider("openai"))
+    items, exc = await items_or_error(get_provider("openai"), REQUEST)
     assert items[0].request_id == "req_1"  # the headers arrived: a heartbeat
     assert (exc.retry, exc.error_type) == (Retry.PERMANENT, "stalled")
 
@@ -466,7 +457,7 @@ async def test_a_connect_timeout_is_retryable_for_the_request_never_left(setting
             filler.connect_ex(("127.0.0.1", port))
             fillers.append(filler)
         point_at(settings, f"http://127.0.0.1:{port}/v1", connect_timeout_s=0.3)
-        items, exc = await items_or_error(get_provider("openai"))
+        items, exc = await items_or_error(get_provider("openai"), REQUEST)
     finally:
         for filler in fillers:
             filler.close()
@@ -474,3 +465,126 @@ async def test_a_connect_timeout_is_retryable_for_the_request_never_left(setting
     assert items == []
     assert (exc.retry, exc.error_type) == (Retry.RETRYABLE, "provider_error")
     assert "Could not connect to the provider" in exc.message and "in time" in exc.message
+
+
+# --- the model's context: the tokenizer's truth and overflow ----------------------------
+
+# 7 KB of prose: about 2,300 tokens at three characters a token, about 7,000 for a
+# byte-level vocabulary (one token a byte).
+SEVEN_KB = "# Harbour notes\n\n" + "Tides turn turbines in narrow harbours. " * 175
+OPENAI_OVERFLOW = error(
+    400,
+    "This model's maximum context length is 4096 tokens. However, you requested 8168 "
+    "tokens (7168 in the messages, 1000 in the completion). Please reduce the length.",
+    code="context_length_exceeded",
+)
+OVERFLOW_EVENT = Reply(
+    text=(),
+    finish_reason=None,
+    usage=None,
+    end="error_event",
+    error={"message": "Requested tokens (7168) exceed context window of 4096", "type": "error"},
+)
+# llama-cpp-python's server: a 200 stream that ends before any text, saying nothing.
+SILENT_END = Reply(text=(), finish_reason=None, usage=None, end="eof")
+
+
+def sent_user_message(received) -> str:
+    return received.body["messages"][1]["content"]
+
+
+@pytest.fixture
+def small_context(settings):
+    settings.REPORTS_CONTEXT_TOKENS = 4096
+    settings.REPORTS_MAX_OUTPUT_TOKENS = 1000
+
+
+OVERFLOWS = {  # how the overflow comes, and the prompt tokens it implies
+    "as a 400 naming the numbers": (OPENAI_OVERFLOW, 7168),
+    "as an error event inside a 200 stream": (OVERFLOW_EVENT, 7168),
+    "as a 200 stream that ends before any text": (SILENT_END, None),  # counted a token a byte
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("overflow", "tokens"), OVERFLOWS.values(), ids=OVERFLOWS.keys())
+def test_a_context_overflow_is_retried_once_with_the_input_cut_to_fit(
+    overflow, tokens, openai_server, openai_worker, make_task, alice_client, small_context
+):
+    openai_server.queue(overflow, Reply())
+    task = make_task(content=SEVEN_KB)
+    run_all(openai_worker)
+    found = task_body(alice_client, task)
+    assert (found["status"], len(found["attempts"])) == ("succeeded", 1)
+    first, second = openai_server.requests
+    assert "was cut" not in sent_user_message(first)  # three characters a token: it fit
+    cut = sent_user_message(second)
+    assert "The input was cut to fit the model's context" in cut
+    assert f"of {len(SEVEN_KB):,} characters" in cut
+    # What the error said fits: 4096 - 1000 tokens less the template's room, at the
+    # characters a token the error showed.
+    prompt_chars = len(SYSTEM_PROMPT) + len(sent_user_message(first)) + 1
+    ratio = prompt_chars / (tokens or prompt_chars)
+    assert len(SYSTEM_PROMPT) + len(cut) + 1 <= (4096 - 1000 - 64) * ratio
+
+
+@pytest.mark.django_db
+def test_input_that_cannot_fit_even_cut_fails_naming_the_context_window(
+    openai_server, openai_worker, make_task, alice_client, small_context
+):
+    openai_server.queue(OPENAI_OVERFLOW, OPENAI_OVERFLOW)
+    task = make_task(content=SEVEN_KB)
+    run_all(openai_worker)
+    found = task_body(alice_client, task)
+    assert (found["status"], found["error"]["type"]) == ("failed", "provider_rejected")
+    assert "context window of 4,096 tokens" in found["error"]["message"]
+    assert "stream ended" not in found["error"]["message"]
+    assert (len(found["attempts"]), len(openai_server.requests)) == (1, 2)
+    assert found["cost_status"] == "released"  # refused twice, before any text
+
+
+@pytest.mark.django_db
+def test_the_servers_tokenizer_cuts_the_input_before_it_is_sent(
+    settings, make_task, alice_client, small_context
+):
+    server = OpenAIServer(tokenize_path="/extras/tokenize").start()
+    try:
+        point_at(settings, server.base_url, read_timeout_s=30)
+        worker = Supervisor(slots=1, clock=Clock())
+        task = make_task(content=SEVEN_KB)
+        run_all(worker)
+        (sent,) = server.requests  # no overflow: it fit the first time
+        counted = len(server.counted)
+        assert counted >= 1
+        again = make_task(content="A short note on harbours.")
+        run_all(worker)
+    finally:
+        server.stop()
+    user = sent_user_message(sent)
+    assert "The input was cut to fit the model's context" in user
+    assert len((SYSTEM_PROMPT + user).encode()) <= 4096 - 1000
+    assert task_body(alice_client, task)["status"] == "succeeded"
+    # A prompt whose bytes fit is not counted: no tokenizer makes more tokens than bytes.
+    assert len(server.counted) == counted
+    assert task_body(alice_client, again)["status"] == "succeeded"
+
+
+@pytest.mark.django_db
+def test_without_a_tokenizer_the_usage_reported_teaches_the_characters_a_token(
+    openai_server, openai_worker, make_task, small_context
+):
+    # The first report's usage: one token a character of its prompt.
+    note = "A short note on harbours."
+    prompt = build_messages(GenerationRequest("t", 1, (SourceDocument("doc.md", note),)))
+    tokens = sum(len(message["content"]) for message in prompt)
+    first = make_task(content=note)
+    openai_server.queue(Reply(usage={"prompt_tokens": tokens, "completion_tokens": 30}))
+    run_all(openai_worker)
+    second = make_task(content=SEVEN_KB)
+    run_all(openai_worker)
+    assert Task.objects.get(pk=first.pk).status == "succeeded"
+    taught, cut = openai_server.requests
+    assert "was cut" not in sent_user_message(taught)
+    assert "The input was cut to fit the model's context" in sent_user_message(cut)
+    assert Task.objects.get(pk=second.pk).status == "succeeded"
+    assert len(openai_server.requests) == 2  # cut before it was sent, no overflow
