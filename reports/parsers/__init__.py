@@ -25,7 +25,7 @@ __all__ = [
 
 _PARSER_PATHS: dict[str, str] = {
     ".txt": "reports.parsers.text.TextParser",
-    ".md": "reports.parsers.text.TextParser",
+    ".md": "reports.parsers.markdown.MarkdownParser",
     ".html": "reports.parsers.html.HtmlParser",
     ".pdf": "reports.parsers.pdf.PdfParser",
     ".docx": "reports.parsers.docx.DocxParser",
