@@ -86,10 +86,13 @@ def _longest_backtick_run(text: str) -> int:
 def _join(blocks: list[str]) -> str:
     # List items and table rows stay on consecutive lines; other blocks are paragraphs.
     out: list[str] = []
+    previous = None
     for block in blocks:
         kind = _line_kind(block)
-        tight = bool(out) and kind is not None and kind == _line_kind(out[-1])
-        out.append(("\n" if tight else "\n\n") + block if out else block)
+        if out:
+            out.append("\n" if kind is not None and kind == previous else "\n\n")
+        out.append(block)
+        previous = kind
     return "".join(out)
 
 

@@ -25,7 +25,8 @@ def test_blocks_become_lines_and_headings_markdown_headings() -> None:
     <table><tr><th>A</th><th>B</th></tr><tr><td>1</td><td>2</td></tr></table>"""
 
     assert html_to_text(html) == (
-        "# Main title\n\nFirst & bold paragraph.\n\na\nb\n\n#### Sub\n\n- one\n- two\n\nA | B\n1 | 2"
+        "# Main title\n\nFirst & bold paragraph.\n\na\nb\n\n#### Sub\n\n"
+        "- one\n- two\n\nA | B\n1 | 2"
     )
 
 
