@@ -1,7 +1,7 @@
 """Find the parser for an uploaded file by its name.
 
 Parser modules are imported only when a file of their type turns up, so that a process that
-never sees a PDF never imports pypdf.
+never sees a PDF never loads PDFium.
 """
 
 from __future__ import annotations
