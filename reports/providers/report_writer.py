@@ -22,7 +22,8 @@ TITLE_CHARS = 80
 SENTENCE_CHARS = 400
 NAME_CHARS = 120
 HEADING_CHARS = 80
-MAX_HEADINGS_LISTED = 40  # across all documents, so the report stays well under its cap
+MAX_HEADINGS_LISTED = 40
+MAX_HEADING_DEPTH = 6  # across all documents, so the report stays well under its cap
 INSTRUCTIONS_CHARS = 4000
 KEY_TERMS = 10
 KEY_POINTS = 5
@@ -30,7 +31,9 @@ MIN_SENTENCE_WORDS = 4
 # A sentence fit for the summary: this many words at least, mostly words (not numbers,
 # symbols or identifiers), ending as sentences end.
 MIN_PROSE_WORDS = 6
-MIN_PROSE_WORD_SHARE = 0.6
+MAX_PROSE_WORDS = 60  # longer "sentences" are lists or tables run together
+MIN_PROSE_WORD_SHARE = 0.75
+MAX_IDENTIFIER_SHARE = 0.1
 # TextRank compares sentences pairwise: it ranks at most this many, the best by term weight.
 TEXTRANK_CANDIDATES = 300
 TEXTRANK_DAMPING = 0.85
@@ -47,7 +50,7 @@ _STOP_WORDS_TEXT = """
     it's its itself just least less let's like made make makes many may me might more most
     much must mustn't my myself neither never no nor not now of off often on once one only
     onto or other others ought our ours ourselves out over own per perhaps quite rather
-    really same several shall shan't she she'd she'll she's should shouldn't since so some
+    really same see several shall shan't she she'd she'll she's should shouldn't since so some
     still such than that that's the their theirs them themselves then there there's
     therefore these they they'd they'll they're they've this those though through thus to
     too under until up upon us usually very was wasn't we we'd we'll we're we've well were
@@ -71,9 +74,15 @@ _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<#|~]|&(?=#?\w+;))")
 _BLOCK_START = re.compile(r"^(?:([-+=>])|(\d{1,9})([.)]))")
 _LIST_ITEM = re.compile(r"^\s*(?:>\s*)*(?:[-*+]|\d{1,9}[.)])\s+")
 _TOKEN = re.compile(r"\S+")
+_EMPHASIS = re.compile(r"(?<!\w)[*_`~]+|[*_`~]+(?!\w)")
 _EDGE_PUNCTUATION = re.compile(r"^[\W_]+|[\W_]+$")
 _PLAIN_WORD = re.compile(r"[^\W\d_]+(?:['\u2019\-][^\W\d_]+)*")
 _CAMEL = re.compile(r"[a-z][A-Z]")
+# A token of code: an identifier (snake_case, camelCase, letters and digits) or syntax.
+_IDENTIFIER = re.compile(r"\w*(?:_\w|[a-z][A-Z]|[A-Za-z]\d|[*(){}\[\]<>=;]|:/|www\.)")
+# A sentence starts with a capital (after a quote or bracket), never inside a definition list
+# of lower-case parameter names.
+_PROSE_START = re.compile(r"[\"'\u201c\u2018(\[]?[^\W\d_a-z]")
 _PROSE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 _LEADER = re.compile(r"(?:\.\s?){4,}")
 # A line that reads like a title: no sentence or code punctuation, a letter first.
@@ -160,8 +169,12 @@ def _cut(text: str, limit: int) -> str:
 def _plain(line: str) -> str:
     """Strip Markdown decoration from a line so it reads as a plain title."""
     line = _LINE_MARKER.sub("", line)
-    line = re.sub(r"^#{1,6}\s*|\s+#+\s*$", "", line.strip())
-    return _one_line(re.sub(r"[*_`~]+", "", line))
+    return _unemphasised(re.sub(r"^#{1,6}\s*|\s+#+\s*$", "", line.strip()))
+
+
+def _unemphasised(text: str) -> str:
+    # Emphasis marks stand at a word's edge; inside one (BZ2_bzRead) they are its letters.
+    return _one_line(_EMPHASIS.sub("", text))
 
 
 def _escape(text: str) -> str:
@@ -196,12 +209,12 @@ def _parse(index: int, source: SourceDocument) -> _Document:
             continue
         if match := _ATX.match(raw):
             close_block()
-            if heading := _plain(match.group(2) or ""):
+            if heading := _unemphasised(match.group(2) or ""):
                 doc.headings.append(_Heading(len(match.group(1)), heading))
                 section = heading
             continue
         if block and (match := _SETEXT.match(raw)):
-            heading = _plain(" ".join(block))
+            heading = _unemphasised(" ".join(block))
             block.clear()
             if heading:
                 doc.headings.append(_Heading(1 if match.group(1)[0] == "=" else 2, heading))
@@ -267,8 +280,12 @@ def _add_sentences(doc: _Document, index: int, section: str, block: list[str]) -
 def _is_prose(text: str, words: list[str]) -> bool:
     """Tell whether a sentence reads as prose, not a contents, index or table line."""
     tokens = _TOKEN.findall(text)
+    identifiers = sum(1 for token in tokens if _IDENTIFIER.match(token))
     return (
-        len(words) >= MIN_PROSE_WORDS
+        len(_plain_words(text)) >= MIN_PROSE_WORDS
+        and len(words) <= MAX_PROSE_WORDS
+        and identifiers <= MAX_IDENTIFIER_SHARE * len(tokens)
+        and bool(_PROSE_START.match(text))
         and bool(_PROSE_END.search(text))
         and not _LEADER.search(text)
         and " | " not in text
@@ -312,11 +329,14 @@ def _rank_central(sentences: list[_Sentence], focus: set[str]) -> None:
             + TEXTRANK_DAMPING * sum(rank[j] * weight / totals[j] for j, weight in links[i])
             for i in range(len(candidates))
         ]
+    lengths_by_doc = Counter(s.doc for s in sentences)
     for s, value, words in zip(candidates, rank, terms, strict=True):
+        # Documents state their point early; appendices (licences, references) come last.
+        lead = 1.5 - s.order / max(lengths_by_doc[s.doc], 1)
+        boost = 1 + 0.5 * len(words & focus)
         # Every candidate ranks above sentences that are not prose; the term weight breaks
         # ties.
-        boost = 1 + 0.5 * len(words & focus)
-        s.score = 1000 + value * boost + s.score / 100
+        s.score = 1000 + value * lead * boost + s.score / 100
 
 
 def _ranked(sentences: list[_Sentence]) -> list[_Sentence]:
@@ -331,13 +351,25 @@ def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
     # Prose when the documents have any, so that no contents or index line gets in.
     pool = [s for s in sentences if s.prose] or sentences
     count = min(5, max(3, len(sentences) // 6))
-    return _in_order(_ranked(pool)[:count])
+    return _in_order(_distinct(_ranked(pool))[:count])
+
+
+def _distinct(sentences: list[_Sentence]) -> list[_Sentence]:
+    # A sentence said twice (a repeated notice, a running text) is one sentence.
+    seen: set[str] = set()
+    kept = []
+    for s in sentences:
+        if s.text not in seen:
+            seen.add(s.text)
+            kept.append(s)
+    return kept
 
 
 def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_Sentence]:
     used = {id(s) for s in summary}
     pool = [s for s in sentences if s.prose] or sentences
-    rest = [s for s in _ranked(pool) if id(s) not in used]
+    said = {s.text for s in summary}
+    rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and s.text not in said]
     # One point per section first, so the points cover the document, not one passage.
     chosen: list[_Sentence] = []
     seen: set[tuple[int, str]] = set()
@@ -467,14 +499,22 @@ def _count(n: int, noun: str) -> str:
 def _heading_tree(headings: list[_Heading], limit: int) -> list[str]:
     lines = []
     top = min((h.level for h in headings), default=1)
+    # Too many to list: the deepest levels go first, so the top-level sections all show.
+    shown = headings
+    for deepest in range(MAX_HEADING_DEPTH, top - 1, -1):
+        shown = [h for h in headings if h.level <= deepest]
+        if len(shown) <= limit:
+            break
+    hidden = len(headings) - len(shown[:limit])
+    headings = shown
     depth = -1
     for h in headings[:limit]:
         # Nest at most one level deeper than the previous heading: a jump from h1 to h4
         # indented in full would turn into an indented code block.
         depth = min(h.level - top, depth + 1)
         lines.append(f"{'  ' * (depth + 1)}- {_escape(_cut(h.text, HEADING_CHARS))}")
-    if len(headings) > limit:
-        lines.append(f"  - … and {len(headings) - limit} more")
+    if hidden:
+        lines.append(f"  - … and {hidden} more")
     return lines
 
 
