@@ -1,14 +1,16 @@
 """Compare document readers on the corpus: quality and speed per format, per library.
 
-    python -m bench.parsers [--runs 3] [--largest]
+    python -m bench.parsers [--runs 3]
+    python -m bench.parsers --largest
 
 Each reader reads each corpus document (tests/fixtures/corpus) in a child process of its
 own: the median time of --runs reads, and the growth of the child's peak resident memory
-over a bare interpreter (the reader's imports included). Quality is checked against the facts a reader would check
-(tests/fixtures/corpus/facts.json): is the first line the title, which top-level sections
-stand on a line of their own, and how many lines are junk (contents or index lines with
-dot leaders, bare page numbers, Markdown or HTML syntax). --largest also reads a document
-of each type as big as an upload may be, through the sandbox and its limits.
+over a bare interpreter (the reader's imports included). Quality is checked against the
+facts a reader would check (tests/fixtures/corpus/facts.json): is the first line the title,
+which top-level sections stand on a line of their own, and how many lines are junk
+(contents or index lines with dot leaders, bare page numbers, Markdown or HTML syntax).
+--largest instead reads a document of each type as big as an upload may be, through the
+sandbox and its limits.
 """
 
 from __future__ import annotations
@@ -226,7 +228,9 @@ def largest(rows_out: list[str]) -> None:
 
     import django
 
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
+    # The test settings: the project's defaults (and REPORTS_* from the environment)
+    # without a secret key to provide.
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     django.setup()
     from django.conf import settings
 
@@ -266,6 +270,11 @@ def main() -> None:
         reader, path, runs = args.child
         print(json.dumps(_read_in_child(reader, Path(path), int(runs))))
         return
+    if args.largest:
+        out: list[str] = []
+        largest(out)
+        print("\n".join(out))
+        return
     rows = compare(args.runs)
     print(summary_table(rows))
     print()
@@ -277,11 +286,6 @@ def main() -> None:
             f"| {row['sections']:.0%} | {row['junk']} | {row['seconds'] * 1000:.0f} ms "
             f"| {row['memory_mb']:.0f} MB |"
         )
-    if args.largest:
-        out: list[str] = []
-        largest(out)
-        print()
-        print("\n".join(out))
 
 
 if __name__ == "__main__":
