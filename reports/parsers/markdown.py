@@ -9,9 +9,9 @@ from __future__ import annotations
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from reports.parsers.base import InvalidContent, ParseError, Parser
+from reports.parsers.base import ParseError
 from reports.parsers.html import html_to_text
-from reports.parsers.text import EMPTY, NO_TEXT, decode_for_extract, decode_text
+from reports.parsers.text import NO_TEXT, TextParser, decode_for_extract
 
 _MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
@@ -104,14 +104,12 @@ def _line_kind(block: str) -> str | None:
     return None
 
 
-class MarkdownParser(Parser):
+class MarkdownParser(TextParser):
+    """Checked as text; read as Markdown."""
+
     extensions = (".md",)
     media_type = "text/markdown"
     version = "1"
-
-    def check(self, data: bytes) -> None:
-        if not decode_text(data).strip():
-            raise InvalidContent(EMPTY)
 
     def extract(self, data: bytes) -> str:
         text = markdown_to_text(decode_for_extract(data))

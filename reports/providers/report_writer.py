@@ -348,21 +348,27 @@ def _in_order(sentences: list[_Sentence]) -> list[_Sentence]:
 
 
 def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
-    # Prose when the documents have any, so that no contents or index line gets in.
-    pool = [s for s in sentences if s.prose] or sentences
+    # Prose first, so that no contents or index line gets in; a short text's other
+    # sentences only when it has too little prose.
     count = min(5, max(3, len(sentences) // 6))
-    return _in_order(_distinct(_ranked(pool))[:count])
+    prose = _distinct(_ranked([s for s in sentences if s.prose]))
+    if len(prose) >= count:
+        return _in_order(prose[:count])
+    said = {s.text for s in prose}
+    rest = [s for s in _distinct(_ranked(sentences)) if s.text not in said and _ends(s)]
+    return _in_order((prose + rest)[:count])
+
+
+def _ends(s: _Sentence) -> bool:
+    return bool(_PROSE_END.search(s.text)) and not _LEADER.search(s.text)
 
 
 def _distinct(sentences: list[_Sentence]) -> list[_Sentence]:
     # A sentence said twice (a repeated notice, a running text) is one sentence.
-    seen: set[str] = set()
-    kept = []
+    first: dict[str, _Sentence] = {}
     for s in sentences:
-        if s.text not in seen:
-            seen.add(s.text)
-            kept.append(s)
-    return kept
+        first.setdefault(s.text, s)
+    return list(first.values())
 
 
 def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_Sentence]:
