@@ -9,6 +9,7 @@ from __future__ import annotations
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from reports.parsers import sandbox
 from reports.parsers.base import ParseError
 from reports.parsers.html import html_to_text
 from reports.parsers.text import NO_TEXT, TextParser, decode_for_extract
@@ -112,7 +113,14 @@ class MarkdownParser(TextParser):
     version = "1"
 
     def extract(self, data: bytes) -> str:
-        text = markdown_to_text(decode_for_extract(data))
-        if not text.strip():
-            raise ParseError(NO_TEXT)
-        return text
+        # A crafted text can make a Markdown parser's time grow much faster than its size:
+        # it is read in the sandbox, under its limits, like PDF and .docx.
+        return sandbox.run(f"{__name__}.document_text", data, sandbox.Limits.from_settings())
+
+
+def document_text(data: bytes) -> str:
+    """Return the document's structured text; run in the sandbox's child process."""
+    text = markdown_to_text(decode_for_extract(data))
+    if not text.strip():
+        raise ParseError(NO_TEXT)
+    return text
