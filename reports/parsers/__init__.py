@@ -1,7 +1,7 @@
 """Find the parser for an uploaded file by its name.
 
 Parser modules are imported only when a file of their type turns up, so that a process that
-never sees a PDF never imports pypdf.
+never sees a PDF never loads PDFium.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = [
 
 _PARSER_PATHS: dict[str, str] = {
     ".txt": "reports.parsers.text.TextParser",
-    ".md": "reports.parsers.text.TextParser",
+    ".md": "reports.parsers.markdown.MarkdownParser",
     ".html": "reports.parsers.html.HtmlParser",
     ".pdf": "reports.parsers.pdf.PdfParser",
     ".docx": "reports.parsers.docx.DocxParser",

@@ -1,4 +1,8 @@
-"""Word .docx: paragraphs and tables in document order, headings as Markdown headings."""
+"""Word .docx: paragraphs and tables in document order, headings as Markdown headings.
+
+The title (Title style, else the core properties) is the one level-1 heading; Heading N
+paragraphs become level N + 1.
+"""
 
 from __future__ import annotations
 
@@ -100,7 +104,7 @@ def check_archive(data: bytes) -> None:
 class DocxParser(Parser):
     extensions = (".docx",)
     media_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-    version = "1"
+    version = "2"
 
     def check(self, data: bytes) -> None:
         check_archive(data)
@@ -120,12 +124,16 @@ def document_text(data: bytes) -> str:
     try:
         document = docx.Document(io.BytesIO(data))
         blocks = [_block_text(block) for block in document.iter_inner_content()]
+        title = " ".join((document.core_properties.title or "").split())
     except MemoryError:
         raise  # the sandbox answers it as a document too big to read
     except Exception:
         # zipfile, lxml and python-docx raise many kinds of exception on a damaged file;
         # every one means the same thing to the user.
         raise ParseError(DAMAGED) from None
+    # The title is the Title-styled paragraph, else the one in the document's properties.
+    if title and not any(block.startswith("# ") for block in blocks):
+        blocks.insert(0, f"# {title}")
     text = "\n\n".join(block for block in blocks if block).replace("\x00", "")
     if not text.strip():
         raise ParseError(NO_TEXT)
@@ -212,7 +220,8 @@ def _paragraph_text(paragraph: Paragraph) -> str:
     if style == "title":
         level = 1
     elif match := _HEADING.fullmatch(style):
-        level = min(int(match[1]), 6)
+        # One level below the title: Heading 1 starts a top-level section.
+        level = min(int(match[1]) + 1, 6)
     elif style.startswith(("list bullet", "list paragraph")):
         return f"- {text}"
     elif style.startswith("list number"):

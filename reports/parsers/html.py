@@ -1,4 +1,9 @@
-"""HTML: the text a reader would see, with headings kept as Markdown headings."""
+"""HTML: the text a reader would see, with headings kept as Markdown headings.
+
+The title (the page's <title>, else its first h1) is the one level-1 heading; an hN becomes
+level N + 1. Page furniture (navigation, menus, tables of contents, headers and footers) is
+left out.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +35,18 @@ _LINES = frozenset(
     }
 )  # fmt: skip
 _CELLS = frozenset({"td", "th"})
+# Elements that never have content, nor an end tag.
+_VOID = frozenset(
+    {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
+    | {"track", "wbr", "param"}
+)
+# Elements that frame a page rather than say something, by name or by class or id.
+_FURNITURE = frozenset({"nav", "header", "footer", "aside", "menu"})
+_FURNITURE_NAME = re.compile(
+    r"(?:^|[-_\s])(?:nav|navbar|navigation|menu|mainmenu|submenu|searchmenu|toc|"
+    r"breadcrumbs?|sidebar|footer|header|banner|tagline)(?:$|[-_\s])",
+    re.IGNORECASE,
+)
 _WHITESPACE = re.compile(r"\s+")
 _BARE_MARKER = re.compile(r"(#{1,6}|-)")
 _BLANK_RUNS = re.compile(r"\n{3,}")
@@ -49,12 +66,16 @@ class _VisibleText(HTMLParser):
         self._pre_depth = 0
         self._tail = ""  # the last two characters written, to place breaks and spaces
         self._after_marker = False  # a "- " or "# " was written and no text yet
+        self.title = ""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if "head" in self._hidden and tag not in _HEAD_CONTENT:
             self._close_hidden("head")
-        if tag in _HIDDEN:
-            self._hidden.append(tag)
+        if self._hidden or tag in _HIDDEN or tag in _FURNITURE or _is_furniture(attrs):
+            # Inside hidden content every element is stacked, so that its end tag cannot
+            # be taken for the end of the hidden one.
+            if tag not in _VOID:
+                self._hidden.append(tag)
             return
         if tag in _PARAGRAPHS:
             self._break(2)
@@ -67,7 +88,7 @@ class _VisibleText(HTMLParser):
         elif tag == "li":
             self._write("- ", marker=True)
         elif len(tag) == 2 and tag[0] == "h" and tag[1] in "123456":
-            self._write("#" * int(tag[1]) + " ", marker=True)
+            self._write("#" * (int(tag[1]) + 1) + " ", marker=True)
 
     def handle_endtag(self, tag: str) -> None:
         if tag in self._hidden:
@@ -87,6 +108,8 @@ class _VisibleText(HTMLParser):
             # Text straight inside <head> starts the body, as in a browser.
             self._hidden.clear()
         if self._hidden:
+            if self._hidden[-1] == "title":
+                self.title += data
             return
         if not self._pre_depth:
             data = _WHITESPACE.sub(" ", data)
@@ -97,9 +120,22 @@ class _VisibleText(HTMLParser):
             self._write(data)
 
     def text(self) -> str:
-        lines = (line.rstrip() for line in "".join(self.parts).split("\n"))
-        kept = "\n".join(line for line in lines if not _BARE_MARKER.fullmatch(line))
-        return _BLANK_RUNS.sub("\n\n", kept).strip()
+        lines = [line.rstrip() for line in "".join(self.parts).split("\n")]
+        lines = [line for line in lines if not _BARE_MARKER.fullmatch(line)]
+        if not any(lines):
+            return ""  # a title alone is not visible text
+        title = " ".join(self.title.split())
+        first_h1 = next((i for i, line in enumerate(lines) if line.startswith("## ")), None)
+        if first_h1 is not None and (not title or lines[first_h1][3:] == title):
+            # The first h1 is the title, or repeats it: it is the title, once.
+            title = title or lines[first_h1][3:]
+            del lines[first_h1]
+        if title:
+            # A banner repeating the title before the first section is said once.
+            end = next((i for i, line in enumerate(lines) if line.startswith("#")), len(lines))
+            lines = [line for i, line in enumerate(lines) if i >= end or line != title]
+            lines[:0] = [f"# {title}", ""]
+        return _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip()
 
     def _close_hidden(self, tag: str) -> None:
         index = len(self._hidden) - 1 - self._hidden[::-1].index(tag)
@@ -120,6 +156,13 @@ class _VisibleText(HTMLParser):
         self.parts.append(text)
         self._tail = (self._tail + text)[-2:]
         self._after_marker = marker
+
+
+def _is_furniture(attrs: list[tuple[str, str | None]]) -> bool:
+    return any(
+        name in ("class", "id", "role") and value and _FURNITURE_NAME.search(value)
+        for name, value in attrs
+    )
 
 
 def html_to_text(html: str) -> str:
@@ -156,7 +199,7 @@ def has_visible_text(html: str) -> bool:
 class HtmlParser(Parser):
     extensions = (".html",)
     media_type = "text/html"
-    version = "2"
+    version = "3"
 
     def check(self, data: bytes) -> None:
         html = decode_text(data)

@@ -1,14 +1,16 @@
-"""PDF: the text layer of every page, read with pypdf in a limited child process."""
+"""PDF: positioned lines read with PDFium in a limited child, structured by `layout`."""
 
 from __future__ import annotations
 
-import io
+import ctypes
 import re
 
-from pypdf import PasswordType, PdfReader
+import pypdfium2
+import pypdfium2.raw as pdfium_c
 
 from reports.parsers import sandbox
 from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
+from reports.parsers.layout import Line, OutlineEntry, structure
 from reports.parsers.text import EMPTY
 
 SIGNATURE = b"%PDF-"
@@ -22,12 +24,19 @@ NO_TEXT_LAYER = (
 )
 UNREADABLE = "The PDF could not be read; it may be damaged. Try saving or exporting it again."
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# PDFium's error code for a password it was not given.
+_PASSWORD_ERROR = 4
+MAX_OUTLINE_ENTRIES = 2000
+_FIXED_PITCH = 1  # bit 1 of a PDF font descriptor's flags
+_BOLD_WEIGHT = 600
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|-bd|cmbx|bol\b|-bol", re.IGNORECASE)
+_MONO_NAME = re.compile(r"mono|courier|typewriter|cmtt|consol|menlo|code", re.IGNORECASE)
 
 
 class PdfParser(Parser):
     extensions = (".pdf",)
     media_type = "application/pdf"
-    version = "2"
+    version = "3"
 
     def check(self, data: bytes) -> None:
         if not data.strip():
@@ -38,37 +47,75 @@ class PdfParser(Parser):
     def extract(self, data: bytes) -> str:
         if SIGNATURE not in data[:SIGNATURE_WINDOW]:
             raise ParseError(UNREADABLE)
-        pages = sandbox.run(f"{__name__}.page_texts", data, sandbox.Limits.from_settings())
-        text = "\n\n".join(page for page in pages if page)
-        if not text:
-            raise ParseError(NO_TEXT_LAYER)
-        return text
+        return sandbox.run(f"{__name__}.document_text", data, sandbox.Limits.from_settings())
 
 
-def page_texts(data: bytes) -> list[str]:
-    """Return the text of every page; run in the sandbox's child process."""
+def document_text(data: bytes) -> str:
+    """Return the document's structured text; run in the sandbox's child process."""
     try:
-        return _page_texts(data)
+        document = pypdfium2.PdfDocument(data)
+    except pypdfium2.PdfiumError as exc:
+        if getattr(exc, "err_code", None) == _PASSWORD_ERROR:
+            # Documents encrypted only to restrict printing or editing open with no password.
+            raise ParseError(PROTECTED) from None
+        raise ParseError(UNREADABLE) from None
+    try:
+        pages = [_page_lines(document[number]) for number in range(len(document))]
+        outline = _outline(document)
+        title = document.get_metadata_dict().get("Title", "")
     except (ParseError, MemoryError):
         raise  # the sandbox answers MemoryError as a document too big to read
     except Exception:
-        # pypdf raises many kinds of exception on malformed files (its own, but also
-        # KeyError, ValueError, …); every one means the same thing to the user.
+        # PDFium reports a malformed part in several ways; each means the same to the user.
         raise ParseError(UNREADABLE) from None
+    if not any(line.text.strip() for page in pages for line in page):
+        raise ParseError(NO_TEXT_LAYER)
+    return _clean(structure(pages, outline, title))
 
 
-def _page_texts(data: bytes) -> list[str]:
-    reader = PdfReader(io.BytesIO(data))
-    if reader.is_encrypted:
-        # Many PDFs are encrypted only to restrict printing or editing, with an empty
-        # password for reading; those open as usual.
-        try:
-            opened = reader.decrypt("") != PasswordType.NOT_DECRYPTED
-        except Exception:
-            opened = False
-        if not opened:
-            raise ParseError(PROTECTED)
-    return [_clean(page.extract_text() or "") for page in reader.pages]
+def _page_lines(page: pypdfium2.PdfPage) -> list[Line]:
+    textpage = page.get_textpage()
+    text = textpage.get_text_range()
+    count = textpage.count_chars()
+    name = ctypes.create_string_buffer(128)
+    flags = ctypes.c_int()
+    lines = []
+    start = 0
+    for raw in text.split("\r\n"):
+        first = start + (len(raw) - len(raw.lstrip()))
+        last = start + len(raw.rstrip()) - 1
+        start += len(raw) + 2
+        if not raw.strip() or last >= count:
+            continue
+        pdfium_c.FPDFText_GetFontInfo(textpage.raw, first, name, len(name), ctypes.byref(flags))
+        font = name.value.decode("latin-1")
+        weights = [pdfium_c.FPDFText_GetFontWeight(textpage.raw, i) for i in (first, last)]
+        left, _bottom, _right, top = textpage.get_charbox(first)
+        lines.append(
+            Line(
+                text=raw.strip(),
+                size=round(pdfium_c.FPDFText_GetFontSize(textpage.raw, first), 1),
+                top=top,
+                left=left,
+                bold=all(w >= _BOLD_WEIGHT for w in weights) or bool(_BOLD_NAME.search(font)),
+                mono=bool(flags.value & _FIXED_PITCH) or bool(_MONO_NAME.search(font)),
+            )
+        )
+    return lines
+
+
+def _outline(document: pypdfium2.PdfDocument) -> list[OutlineEntry]:
+    entries = []
+    # get_toc guards against circular outlines; a hostile one is also cut at a count.
+    for bookmark in document.get_toc(max_depth=6):
+        if len(entries) >= MAX_OUTLINE_ENTRIES:
+            break
+        destination = bookmark.get_dest()
+        page = destination.get_index() if destination is not None else None
+        entries.append(
+            OutlineEntry(bookmark.level, bookmark.get_title(), -1 if page is None else page)
+        )
+    return entries
 
 
 def _clean(text: str) -> str:

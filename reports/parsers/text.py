@@ -1,4 +1,4 @@
-"""Plain text and Markdown, and the decoder every text-based format shares."""
+"""Plain text, and the decoder every text-based format shares."""
 
 from __future__ import annotations
 
@@ -118,7 +118,7 @@ def decode_for_extract(data: bytes) -> str:
 
 
 class TextParser(Parser):
-    extensions = (".txt", ".md")
+    extensions = (".txt",)
     media_type = "text/plain"
     version = "2"
 

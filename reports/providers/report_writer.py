@@ -1,11 +1,15 @@
 """An extractive analysis report, written without a model: the simulated provider's text.
 
-Deterministic and offline: sentences are ranked by how many of the documents' frequent
-words they contain, so the same input always gives the same report.
+Deterministic and offline. The input is the parsers' structured text (docs/parsers.md): a
+"#" title, section headings, paragraphs, lists, tables and code fences. Summary sentences
+are ranked with TextRank (a sentence is central when sentences like it are central), only
+among sentences that read as prose; key terms are the document's words weighted by TF-IDF
+across its paragraphs, never identifiers or their fragments.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -18,11 +22,23 @@ TITLE_CHARS = 80
 SENTENCE_CHARS = 400
 NAME_CHARS = 120
 HEADING_CHARS = 80
-MAX_HEADINGS_LISTED = 40  # across all documents, so the report stays well under its cap
+MAX_HEADINGS_LISTED = 40
+MAX_HEADING_DEPTH = 6  # across all documents, so the report stays well under its cap
 INSTRUCTIONS_CHARS = 4000
 KEY_TERMS = 10
 KEY_POINTS = 5
 MIN_SENTENCE_WORDS = 4
+# A sentence fit for the summary: this many words at least, mostly words (not numbers,
+# symbols or identifiers), ending as sentences end.
+MIN_PROSE_WORDS = 6
+MAX_PROSE_WORDS = 60  # longer "sentences" are lists or tables run together
+MIN_PROSE_WORD_SHARE = 0.75
+MAX_IDENTIFIER_SHARE = 0.1
+# TextRank compares sentences pairwise: it ranks at most this many, the best by term weight.
+TEXTRANK_CANDIDATES = 300
+TEXTRANK_DAMPING = 0.85
+TEXTRANK_ROUNDS = 40
+TITLE_WORDS = 15
 
 _STOP_WORDS_TEXT = """
     a about above after again against all almost also although always am among an and
@@ -34,7 +50,7 @@ _STOP_WORDS_TEXT = """
     it's its itself just least less let's like made make makes many may me might more most
     much must mustn't my myself neither never no nor not now of off often on once one only
     onto or other others ought our ours ourselves out over own per perhaps quite rather
-    really same several shall shan't she she'd she'll she's should shouldn't since so some
+    really same see several shall shan't she she'd she'll she's should shouldn't since so some
     still such than that that's the their theirs them themselves then there there's
     therefore these they they'd they'll they're they've this those though through thus to
     too under until up upon us usually very was wasn't we we'd we'll we're we've well were
@@ -57,6 +73,20 @@ _INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<#|~]|&(?=#?\w+;))")
 # Escaped only at the start of a line, where they would open a block.
 _BLOCK_START = re.compile(r"^(?:([-+=>])|(\d{1,9})([.)]))")
 _LIST_ITEM = re.compile(r"^\s*(?:>\s*)*(?:[-*+]|\d{1,9}[.)])\s+")
+_TOKEN = re.compile(r"\S+")
+_EMPHASIS = re.compile(r"(?<!\w)[*_`~]+|[*_`~]+(?!\w)")
+_EDGE_PUNCTUATION = re.compile(r"^[\W_]+|[\W_]+$")
+_PLAIN_WORD = re.compile(r"[^\W\d_]+(?:['\u2019\-][^\W\d_]+)*")
+_CAMEL = re.compile(r"[a-z][A-Z]")
+# A token of code: an identifier (snake_case, camelCase, letters and digits) or syntax.
+_IDENTIFIER = re.compile(r"\w*(?:_\w|[a-z][A-Z]|[A-Za-z]\d|[*(){}\[\]<>=;]|:/|www\.)")
+# A sentence starts with a capital (after a quote or bracket), never inside a definition list
+# of lower-case parameter names.
+_PROSE_START = re.compile(r"[\"'\u201c\u2018(\[]?[^\W\d_a-z]")
+_PROSE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
+_LEADER = re.compile(r"(?:\.\s?){4,}")
+# A line that reads like a title: no sentence or code punctuation, a letter first.
+_TITLE_LIKE = re.compile(r"[^\W\d_][^{}();=<>$\\|]*")
 
 
 @dataclass
@@ -66,6 +96,7 @@ class _Sentence:
     doc: int
     section: str
     order: int
+    prose: bool = False
     score: float = 0.0
 
 
@@ -82,7 +113,9 @@ class _Document:
     paragraphs: int = 0
     headings: list[_Heading] = field(default_factory=list)
     sentences: list[_Sentence] = field(default_factory=list)
-    first_line: str = ""
+    title_line: str = ""
+    # The document's paragraphs as lists of words, for the key terms' weights.
+    paragraph_words: list[list[str]] = field(default_factory=list)
 
 
 def write_report(documents: Sequence[SourceDocument], instructions: str) -> str:
@@ -93,6 +126,7 @@ def write_report(documents: Sequence[SourceDocument], instructions: str) -> str:
     frequencies = Counter(w for s in sentences for w in s.words if _is_term(w))
     focus = {w for w in _words(instructions) if _is_term(w)}
     _score(sentences, frequencies, focus)
+    _rank_central(sentences, focus)
 
     summary = _pick_summary(sentences)
     points = _pick_points(sentences, summary)
@@ -100,7 +134,7 @@ def write_report(documents: Sequence[SourceDocument], instructions: str) -> str:
         f"# {_escape(_title(parsed))}",
         "## Summary\n\n" + _summary_text(summary, parsed) + _cut_note(documents),
         "## Key points\n\n" + _points_text(points, parsed),
-        "## Key terms\n\n" + _terms_text(frequencies),
+        "## Key terms\n\n" + _terms_text(parsed),
         "## Document structure\n\n" + _structure_text(parsed),
     ]
     if instructions:
@@ -135,8 +169,12 @@ def _cut(text: str, limit: int) -> str:
 def _plain(line: str) -> str:
     """Strip Markdown decoration from a line so it reads as a plain title."""
     line = _LINE_MARKER.sub("", line)
-    line = re.sub(r"^#{1,6}\s*|\s+#+\s*$", "", line.strip())
-    return _one_line(re.sub(r"[*_`~]+", "", line))
+    return _unemphasised(re.sub(r"^#{1,6}\s*|\s+#+\s*$", "", line.strip()))
+
+
+def _unemphasised(text: str) -> str:
+    # Emphasis marks stand at a word's edge; inside one (BZ2_bzRead) they are its letters.
+    return _one_line(_EMPHASIS.sub("", text))
 
 
 def _escape(text: str) -> str:
@@ -156,6 +194,7 @@ def _parse(index: int, source: SourceDocument) -> _Document:
         if block:
             if any(_ANY_WORD.search(line) for line in block):
                 doc.paragraphs += 1
+                doc.paragraph_words.append(_plain_words(" ".join(block)))
             _add_sentences(doc, index, section, block)
             block.clear()
 
@@ -170,25 +209,49 @@ def _parse(index: int, source: SourceDocument) -> _Document:
             continue
         if match := _ATX.match(raw):
             close_block()
-            if heading := _plain(match.group(2) or ""):
+            if heading := _unemphasised(match.group(2) or ""):
                 doc.headings.append(_Heading(len(match.group(1)), heading))
                 section = heading
             continue
         if block and (match := _SETEXT.match(raw)):
-            heading = _plain(" ".join(block))
+            heading = _unemphasised(" ".join(block))
             block.clear()
             if heading:
                 doc.headings.append(_Heading(1 if match.group(1)[0] == "=" else 2, heading))
                 section = heading
             continue
         if raw.strip():
-            if not doc.first_line:
-                doc.first_line = _plain(raw)
+            if not doc.title_line and not doc.headings and _reads_like_title(raw):
+                doc.title_line = _plain(raw)
             block.append(raw)
         else:
             close_block()
     close_block()
     return doc
+
+
+def _reads_like_title(line: str) -> bool:
+    text = _plain(line)
+    return (
+        bool(_TITLE_LIKE.fullmatch(text))
+        and len(text.split()) <= TITLE_WORDS
+        and not text.endswith((".", ",", ";", ":"))
+        and " | " not in line
+    )
+
+
+def _plain_words(text: str) -> list[str]:
+    """Return the words of `text` that are words of a language, lower-cased.
+
+    Identifiers (asn1_create_element, CARD32, camelCase) are left out whole, not split
+    into fragments.
+    """
+    words = []
+    for token in _TOKEN.findall(text):
+        token = _EDGE_PUNCTUATION.sub("", token)
+        if _PLAIN_WORD.fullmatch(token) and not _CAMEL.search(token):
+            words.append(token.lower().replace("\u2019", "'"))
+    return words
 
 
 def _closes(fence: str, line: str) -> bool:
@@ -210,7 +273,24 @@ def _add_sentences(doc: _Document, index: int, section: str, block: list[str]) -
         for piece in _SENTENCE_END.split(_one_line(item)):
             if words := _words(piece):
                 order = len(doc.sentences)
-                doc.sentences.append(_Sentence(piece, words, index, section, order))
+                prose = _is_prose(piece, words)
+                doc.sentences.append(_Sentence(piece, words, index, section, order, prose))
+
+
+def _is_prose(text: str, words: list[str]) -> bool:
+    """Tell whether a sentence reads as prose, not a contents, index or table line."""
+    tokens = _TOKEN.findall(text)
+    identifiers = sum(1 for token in tokens if _IDENTIFIER.match(token))
+    return (
+        len(_plain_words(text)) >= MIN_PROSE_WORDS
+        and len(words) <= MAX_PROSE_WORDS
+        and identifiers <= MAX_IDENTIFIER_SHARE * len(tokens)
+        and bool(_PROSE_START.match(text))
+        and bool(_PROSE_END.search(text))
+        and not _LEADER.search(text)
+        and " | " not in text
+        and len(_plain_words(text)) >= MIN_PROSE_WORD_SHARE * len(tokens)
+    )
 
 
 def _score(sentences: list[_Sentence], frequencies: Counter[str], focus: set[str]) -> None:
@@ -227,6 +307,38 @@ def _score(sentences: list[_Sentence], frequencies: Counter[str], focus: set[str
         s.score = score
 
 
+def _rank_central(sentences: list[_Sentence], focus: set[str]) -> None:
+    """Rescore the best prose sentences by TextRank, above every other sentence."""
+    prose = [s for s in sentences if s.prose]
+    candidates = sorted(prose, key=lambda s: (-s.score, s.doc, s.order))[:TEXTRANK_CANDIDATES]
+    if not candidates:
+        return
+    terms = [{w for w in s.words if _is_term(w)} for s in candidates]
+    lengths = [math.log(len(t) + 1) for t in terms]
+    links: list[list[tuple[int, float]]] = [[] for _ in candidates]
+    for i, j in itertools.combinations(range(len(candidates)), 2):
+        if shared := len(terms[i] & terms[j]):
+            weight = shared / (lengths[i] + lengths[j])
+            links[i].append((j, weight))
+            links[j].append((i, weight))
+    totals = [sum(weight for _, weight in out) for out in links]
+    rank = [1.0] * len(candidates)
+    for _ in range(TEXTRANK_ROUNDS):
+        rank = [
+            (1 - TEXTRANK_DAMPING)
+            + TEXTRANK_DAMPING * sum(rank[j] * weight / totals[j] for j, weight in links[i])
+            for i in range(len(candidates))
+        ]
+    lengths_by_doc = Counter(s.doc for s in sentences)
+    for s, value, words in zip(candidates, rank, terms, strict=True):
+        # Documents state their point early; appendices (licences, references) come last.
+        lead = 1.5 - s.order / max(lengths_by_doc[s.doc], 1)
+        boost = 1 + 0.5 * len(words & focus)
+        # Every candidate ranks above sentences that are not prose; the term weight breaks
+        # ties.
+        s.score = 1000 + value * lead * boost + s.score / 100
+
+
 def _ranked(sentences: list[_Sentence]) -> list[_Sentence]:
     return sorted(sentences, key=lambda s: (-s.score, s.doc, s.order))
 
@@ -236,13 +348,34 @@ def _in_order(sentences: list[_Sentence]) -> list[_Sentence]:
 
 
 def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
+    # Prose first, so that no contents or index line gets in; a short text's other
+    # sentences only when it has too little prose.
     count = min(5, max(3, len(sentences) // 6))
-    return _in_order(_ranked(sentences)[:count])
+    prose = _distinct(_ranked([s for s in sentences if s.prose]))
+    if len(prose) >= count:
+        return _in_order(prose[:count])
+    said = {s.text for s in prose}
+    rest = [s for s in _distinct(_ranked(sentences)) if s.text not in said and _ends(s)]
+    return _in_order((prose + rest)[:count])
+
+
+def _ends(s: _Sentence) -> bool:
+    return bool(_PROSE_END.search(s.text)) and not _LEADER.search(s.text)
+
+
+def _distinct(sentences: list[_Sentence]) -> list[_Sentence]:
+    # A sentence said twice (a repeated notice, a running text) is one sentence.
+    first: dict[str, _Sentence] = {}
+    for s in sentences:
+        first.setdefault(s.text, s)
+    return list(first.values())
 
 
 def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_Sentence]:
     used = {id(s) for s in summary}
-    rest = [s for s in _ranked(sentences) if id(s) not in used]
+    pool = [s for s in sentences if s.prose] or sentences
+    said = {s.text for s in summary}
+    rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and s.text not in said]
     # One point per section first, so the points cover the document, not one passage.
     chosen: list[_Sentence] = []
     seen: set[tuple[int, str]] = set()
@@ -267,12 +400,28 @@ def _title(docs: list[_Document]) -> str:
         return "Analysis report"
     if len(docs) == 1:
         doc = docs[0]
-        title = doc.headings[0].text if doc.headings else doc.first_line or doc.name
-        return _cut(title, TITLE_CHARS)
+        return _cut(_doc_title(doc) or doc.name, TITLE_CHARS)
     # Several documents: a heading names one best, else its file name (a first line
     # of plain text is usually the start of a sentence).
-    names = "; ".join(d.headings[0].text if d.headings else d.name for d in docs)
+    names = "; ".join(_doc_title(d) if d.headings else d.name for d in docs)
     return _cut(f"Analysis of {len(docs)} documents: {names}", TITLE_CHARS)
+
+
+def _doc_title(doc: _Document) -> str:
+    """Return the first level-1 heading, else the first heading, else a title-like line."""
+    top = next((h for h in doc.headings if h.level == 1), None)
+    if top is not None:
+        return top.text
+    return doc.headings[0].text if doc.headings else doc.title_line
+
+
+def _sections(doc: _Document) -> list[_Heading]:
+    """Return the headings below the title: the document's sections."""
+    title = _doc_title(doc)
+    headings = list(doc.headings)
+    if headings and headings[0].text == title:
+        headings.pop(0)
+    return headings
 
 
 def _summary_text(summary: list[_Sentence], docs: list[_Document]) -> str:
@@ -312,11 +461,25 @@ def _points_text(points: list[_Sentence], docs: list[_Document]) -> str:
     return "\n".join(lines)
 
 
-def _terms_text(frequencies: Counter[str]) -> str:
-    terms = sorted(frequencies.items(), key=lambda item: (-item[1], item[0]))[:KEY_TERMS]
+def _terms_text(docs: list[_Document]) -> str:
+    paragraphs = [words for doc in docs for words in doc.paragraph_words]
+    counts: Counter[str] = Counter()
+    spread: Counter[str] = Counter()
+    for words in paragraphs:
+        terms = [w for w in words if _is_term(w)]
+        counts.update(terms)
+        spread.update(set(terms))
+    # TF-IDF over paragraphs: a word used often, but not in every paragraph alike, is a
+    # term of this text; a word said once is not a key term.
+    weights = {
+        term: count * math.log(1 + len(paragraphs) / spread[term])
+        for term, count in counts.items()
+        if count > 1
+    }
+    terms = sorted(weights, key=lambda term: (-weights[term], term))[:KEY_TERMS]
     if not terms:
         return "No recurring terms stand out: the text is too short or made of common words."
-    rows = [f"| {_escape(term)} | {count} |" for term, count in terms]
+    rows = [f"| {_escape(term)} | {counts[term]} |" for term in terms]
     return "\n".join(["| Term | Count |", "| --- | ---: |", *rows])
 
 
@@ -325,7 +488,7 @@ def _structure_text(docs: list[_Document]) -> str:
         return "- No documents were given."
     lines = []
     for doc in docs:
-        headings = doc.headings
+        headings = _sections(doc)
         lines.append(
             f"- **{_escape(_cut(doc.name, NAME_CHARS))}**: {_count(doc.words, 'word')}, "
             f"{_count(doc.paragraphs, 'paragraph')}, "
@@ -342,14 +505,22 @@ def _count(n: int, noun: str) -> str:
 def _heading_tree(headings: list[_Heading], limit: int) -> list[str]:
     lines = []
     top = min((h.level for h in headings), default=1)
-    depth = 0
+    # Too many to list: the deepest levels go first, so the top-level sections all show.
+    shown = headings
+    for deepest in range(MAX_HEADING_DEPTH, top - 1, -1):
+        shown = [h for h in headings if h.level <= deepest]
+        if len(shown) <= limit:
+            break
+    hidden = len(headings) - len(shown[:limit])
+    headings = shown
+    depth = -1
     for h in headings[:limit]:
         # Nest at most one level deeper than the previous heading: a jump from h1 to h4
         # indented in full would turn into an indented code block.
         depth = min(h.level - top, depth + 1)
         lines.append(f"{'  ' * (depth + 1)}- {_escape(_cut(h.text, HEADING_CHARS))}")
-    if len(headings) > limit:
-        lines.append(f"  - … and {len(headings) - limit} more")
+    if hidden:
+        lines.append(f"  - … and {hidden} more")
     return lines
 
 

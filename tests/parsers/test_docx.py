@@ -35,7 +35,7 @@ STRUCTURED = samples.docx_bytes(_structured)
 
 def test_headings_become_markdown_heading_lines_in_document_order() -> None:
     assert parser.extract(STRUCTURED) == (
-        "# The title\n\n# Chapter\n\nBody text.\n\n## Section\n\n###### Deep\n\n"
+        "# The title\n\n## Chapter\n\nBody text.\n\n### Section\n\n###### Deep\n\n"
         "- First point\n\n1. First step\n\nMerged | Right\na |  | nested\n\nAfter the table."
     )
 

@@ -16,7 +16,7 @@ def test_script_style_and_other_hidden_content_is_left_out() -> None:
 
     text = parser.extract(html)
 
-    assert text == "Visible"
+    assert text == "# Tab title\n\nVisible"
 
 
 def test_blocks_become_lines_and_headings_markdown_headings() -> None:
@@ -25,7 +25,8 @@ def test_blocks_become_lines_and_headings_markdown_headings() -> None:
     <table><tr><th>A</th><th>B</th></tr><tr><td>1</td><td>2</td></tr></table>"""
 
     assert html_to_text(html) == (
-        "# Main title\n\nFirst & bold paragraph.\n\na\nb\n\n### Sub\n\n- one\n- two\n\nA | B\n1 | 2"
+        "# Main title\n\nFirst & bold paragraph.\n\na\nb\n\n#### Sub\n\n"
+        "- one\n- two\n\nA | B\n1 | 2"
     )
 
 
@@ -40,7 +41,17 @@ def test_preformatted_text_keeps_its_layout() -> None:
 
 
 def test_body_content_after_an_unclosed_head_is_kept() -> None:
-    assert html_to_text("<html><head><title>T</title><p>Body text") == "Body text"
+    assert html_to_text("<html><head><title>T</title><p>Body text") == "# T\n\nBody text"
+
+
+def test_navigation_menus_and_tables_of_contents_are_left_out() -> None:
+    html = """<html><head><title>Guide</title></head><body>
+    <nav><a href="/">Home</a></nav><div class="menu mainmenu"><ul><li>About</li></ul></div>
+    <div class="fancy_toc">Table Of Contents<div><a href="#a">1. Overview</a></div>
+    <div><a href="#b">2. Usage</a></div></div>
+    <h1>Guide</h1><h2>1. Overview</h2><p>Read this.</p><footer>Copyright</footer>"""
+
+    assert html_to_text(html) == "# Guide\n\n### 1. Overview\n\nRead this."
 
 
 def test_plain_text_is_acceptable_html() -> None:

@@ -9,10 +9,10 @@ from tests.parsers import samples
 parser = PdfParser()
 
 
-def test_pages_are_joined_with_blank_lines() -> None:
+def test_lines_join_into_a_paragraph_that_goes_on_across_pages() -> None:
     pdf = samples.text_pdf("Page one\nsecond line", "Page two (café)")
 
-    assert parser.extract(pdf) == "Page one\nsecond line\n\nPage two (café)"
+    assert parser.extract(pdf) == "Page one second line Page two (café)"
 
 
 def test_a_signature_after_some_leading_bytes_is_accepted() -> None:

@@ -397,7 +397,7 @@ def test_a_document_cannot_give_instructions(openai_server, openai_worker, make_
 def test_long_input_is_cut_and_the_model_is_told(openai_server, openai_worker, make_task, settings):
     settings.REPORTS_CONTEXT_TOKENS = 6000
     settings.REPORTS_MAX_OUTPUT_TOKENS = 1000
-    long_text = "# Long\n\n" + "Tides turn turbines in narrow harbours. " * 2000
+    long_text = "# Long\n\n" + ("Tides turn turbines in narrow harbours. " * 2000).rstrip()
     task = make_task(content=long_text)
     run_all(openai_worker)
     user = openai_server.requests[0].body["messages"][1]["content"]

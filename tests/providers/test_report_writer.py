@@ -61,10 +61,10 @@ def test_article_report_has_every_section_from_the_text():
 
     structure = parts["Document structure"]
     assert "sample\\_article.md" in structure
-    assert re.search(r"\d{3} words, 7 paragraphs, 5 headings", structure)
-    assert f"  - {HEADINGS[0]}" in structure
+    assert re.search(r"\d{3} words, 7 paragraphs, 4 headings", structure)
+    assert f"- {HEADINGS[0]}" not in structure  # the title is no section of itself
     for heading in HEADINGS[1:]:
-        assert f"    - {heading}" in structure  # nested under the title
+        assert f"\n  - {heading}" in structure
     assert "## Your instructions" not in report
 
 
@@ -75,15 +75,22 @@ def test_the_same_input_gives_the_same_report():
 def test_a_one_line_document():
     report = write_report([SourceDocument("note.txt", "Budgets are due on Friday.")], "")
     assert validate_report(report, max_kb=200) == []
-    assert report.startswith("# Budgets are due on Friday.\n")
+    # A sentence is no title: the file name is.
+    assert report.startswith("# note.txt\n")
     assert "Budgets are due on Friday." in sections(report)["Summary"]
 
 
-def test_without_a_heading_the_title_is_the_first_line_cut_short():
+def test_without_a_heading_the_title_is_the_first_line_that_reads_like_one():
     first = "This opening line runs on " + "and on " * 30 + "until it ends."
-    report = write_report([SourceDocument("long.txt", first + "\n\nSecond paragraph here.")], "")
+    source = f"{first}\n\nint main(void) {{ return 0; }}\n\nHarbour Tides Explained\n\nMore here."
+    report = write_report([SourceDocument("long.txt", source)], "")
+    assert report.splitlines()[0] == "# Harbour Tides Explained"
+
+
+def test_a_long_title_is_cut_short():
+    report = write_report([SourceDocument("long.md", "# " + "Harbour " * 30 + "\n\nText.")], "")
     title = report.splitlines()[0].removeprefix("# ")
-    assert title.startswith("This opening line runs on")
+    assert title.startswith("Harbour Harbour")
     assert title.endswith("…")
     assert len(title) <= 81
 
@@ -132,7 +139,7 @@ def test_instructions_with_markdown_stay_plain_text():
 def test_markdown_in_the_source_cannot_break_the_report_structure():
     source = (
         "Reading list\n\n"
-        "- # Chapter one is a heading inside a bullet and should stay text here.\n"
+        "- The # of Chapter one would start a heading and should stay text here.\n"
         "- 1986. The year the plant closed, which nobody in the town forgot.\n"
         "- Links like [click](javascript:alert(1)) and <script>alert(1)</script> stay text.\n"
         "- A pipe | in the middle, a *star*, and an _underscore_ should not format anything.\n"
@@ -146,14 +153,15 @@ def test_markdown_in_the_source_cannot_break_the_report_structure():
     assert "<script>" not in html
     assert "javascript:" not in re.sub(r">[^<]*<", "><", html)  # not in any tag
     assert "<em>" not in html and "<code>" not in html
-    assert "# Chapter one" in html
+    assert "The # of Chapter one" in html
 
 
 def test_heading_levels_nest_without_turning_into_code():
     source = "# Top\n\nText here.\n\n#### Deep\n\nMore text.\n\n## Middle\n\nEnd text."
     report = write_report([SourceDocument("levels.md", source)], "")
     structure = sections(report)["Document structure"]
-    assert "  - Top\n    - Deep\n    - Middle" in structure
+    assert report.startswith("# Top\n")
+    assert "2 headings\n  - Deep\n  - Middle" in structure
     assert "<pre>" not in render_markdown(report)
 
 
@@ -162,7 +170,8 @@ def test_text_in_code_fences_is_not_summarised_and_hashes_there_are_not_headings
     report = write_report([SourceDocument("guide.md", source)], "")
     assert "secret code" not in report
     assert "not a heading" not in report
-    assert "1 heading" in report
+    assert report.startswith("# Guide\n")
+    assert "no headings" in report
 
 
 def test_a_200k_character_document_completes():

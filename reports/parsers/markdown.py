@@ -1,0 +1,126 @@
+"""Markdown: parsed into blocks, so that what reaches a report is the text a reader sees.
+
+Link text is kept and its address dropped; images (badges, logos) and raw HTML tags are
+not prose; code stays code, in fences.
+"""
+
+from __future__ import annotations
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from reports.parsers import sandbox
+from reports.parsers.base import ParseError
+from reports.parsers.html import html_to_text
+from reports.parsers.text import NO_TEXT, TextParser, decode_for_extract
+
+_MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+
+
+def markdown_to_text(markdown: str) -> str:
+    """Return `markdown` as structured text: headings as "#" lines, lists, tables, fences."""
+    blocks: list[str] = []
+    lists: list[str] = []  # the open lists' markers, innermost last
+    row: list[str] = []
+    heading = 0  # the level of the heading being read, 0 outside one
+    in_cell = item_opened = False
+    for token in _MARKDOWN.parse(markdown):
+        kind = token.type
+        if kind == "heading_open":
+            heading = int(token.tag[1])
+        elif kind == "heading_close":
+            heading = 0
+        elif kind in ("bullet_list_open", "ordered_list_open"):
+            lists.append("-" if kind == "bullet_list_open" else "1.")
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            lists.pop()
+        elif kind == "list_item_open":
+            item_opened = True
+        elif kind in ("th_open", "td_open"):
+            in_cell = True
+        elif kind in ("th_close", "td_close"):
+            in_cell = False
+        elif kind == "tr_close":
+            if any(row):
+                blocks.append(" | ".join(row))
+            row = []
+        elif kind == "inline" and in_cell:
+            row.append(_inline_text(token))
+        elif kind == "inline" and (text := _inline_text(token)):
+            if heading:
+                blocks.append("#" * heading + " " + text)
+            elif lists:
+                marker = lists[-1] if item_opened else " " * len(lists[-1])
+                blocks.append("  " * (len(lists) - 1) + f"{marker} {text}")
+                item_opened = False
+            else:
+                blocks.append(text)
+        elif kind in ("fence", "code_block"):
+            code = token.content.rstrip("\n")
+            if code.strip():
+                fence = "`" * max(3, _longest_backtick_run(code) + 1)
+                blocks.append(f"{fence}\n{code}\n{fence}")
+        elif kind == "html_block" and (text := html_to_text(token.content)):
+            blocks.append(text)
+    return _join(blocks)
+
+
+def _inline_text(token: Token) -> str:
+    parts: list[str] = []
+    for child in token.children or ():
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        # Images (badges, logos) and inline HTML tags are not prose; a link keeps its text.
+    return " ".join("".join(parts).split())
+
+
+def _longest_backtick_run(text: str) -> int:
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    return longest
+
+
+def _join(blocks: list[str]) -> str:
+    # List items and table rows stay on consecutive lines; other blocks are paragraphs.
+    out: list[str] = []
+    previous = None
+    for block in blocks:
+        kind = _line_kind(block)
+        if out:
+            out.append("\n" if kind is not None and kind == previous else "\n\n")
+        out.append(block)
+        previous = kind
+    return "".join(out)
+
+
+def _line_kind(block: str) -> str | None:
+    if block.lstrip().startswith(("- ", "1. ")):
+        return "item"
+    if " | " in block and "\n" not in block:
+        return "row"
+    return None
+
+
+class MarkdownParser(TextParser):
+    """Checked as text; read as Markdown."""
+
+    extensions = (".md",)
+    media_type = "text/markdown"
+    version = "1"
+
+    def extract(self, data: bytes) -> str:
+        # A crafted text can make a Markdown parser's time grow much faster than its size:
+        # it is read in the sandbox, under its limits, like PDF and .docx.
+        return sandbox.run(f"{__name__}.document_text", data, sandbox.Limits.from_settings())
+
+
+def document_text(data: bytes) -> str:
+    """Return the document's structured text; run in the sandbox's child process."""
+    text = markdown_to_text(decode_for_extract(data))
+    if not text.strip():
+        raise ParseError(NO_TEXT)
+    return text
