@@ -11,7 +11,7 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from reports import submissions
-from reports.models import Document, Task
+from reports.models import Attempt, AttemptStatus, Document, Status, Task, TaskEvent
 from reports.providers.base import Completed, Provider, TextDelta, Usage
 from reports.submissions import Submission, Upload
 from reports.worker.supervisor import Supervisor
@@ -149,3 +149,51 @@ def database_url(db: dict) -> str:
         return f"sqlite:///{db['NAME']}"
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
     return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+
+
+def tasks_of_every_kind(owner, count: int) -> list[Task]:
+    """Create `count` tasks of the owner, in turn queued, running with text and
+    succeeded, written straight to the tables (no uploads, no budget): for counting the
+    queries a listing makes."""
+    tasks = []
+    for i in range(count):
+        kind = i % 3
+        task = Task.objects.create(owner=owner, content_sha256=f"{i:064x}", lane="short")
+        if kind == 1:
+            Task.objects.filter(pk=task.pk).update(
+                status=Status.RUNNING, attempt_count=1, epoch=1, last_seq=3
+            )
+            Attempt.objects.create(task=task, number=1, epoch=1)
+            TaskEvent.objects.create(
+                task=task, seq=1, type="status", data={"status": Status.RUNNING, "attempt": 1}
+            )
+            TaskEvent.objects.bulk_create(
+                TaskEvent(task=task, seq=seq, type="delta", data={"text": "ab", "attempt": 1})
+                for seq in (2, 3)
+            )
+        elif kind == 2:
+            Task.objects.filter(pk=task.pk).update(
+                status=Status.SUCCEEDED, attempt_count=1, last_seq=1
+            )
+            TaskEvent.objects.create(
+                task=task, seq=1, type="succeeded", data={"result_id": "r", "attempt": 1}
+            )
+            Attempt.objects.create(
+                task=task,
+                number=1,
+                epoch=1,
+                status=AttemptStatus.SUCCEEDED,
+                text="# Done",
+                ended_at=task.created_at,
+            )
+        Document.objects.create(
+            task=task,
+            position=0,
+            name=f"doc-{i}.md",
+            extension=".md",
+            storage_name=f"stored-{task.pk}",
+            size=1,
+            sha256="0" * 64,
+        )
+        tasks.append(task)
+    return tasks

@@ -17,7 +17,7 @@ from django.utils.crypto import get_random_string
 
 from reports import storage
 from reports.models import Document, Status, Task
-from tests.helpers import SAMPLE, run_all, submit, task_of, upload
+from tests.helpers import SAMPLE, run_all, submit, task_of, tasks_of_every_kind, upload
 
 pytestmark = pytest.mark.django_db
 
@@ -206,6 +206,28 @@ def test_pages_neither_repeat_nor_skip_tasks_created_in_the_same_instant(alice_c
 
     listed = [t["task_id"] for t in first["tasks"] + second["tasks"]]
     assert len(listed) == 51 and set(listed) == made
+
+
+def test_listing_50_tasks_of_every_kind_runs_a_fixed_number_of_queries(
+    alice, alice_token, django_assert_max_num_queries
+):
+    tasks_of_every_kind(alice, 52)
+    Task.objects.filter(owner=alice, status=Status.QUEUED).update(lane="short")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {alice_token}")
+
+    # the token (read, last use), the page of tasks with their places in line, their
+    # attempts, the text streamed so far by the running ones
+    with django_assert_max_num_queries(5):
+        listed = client.get("/api/tasks").json()
+
+    bodies = listed["tasks"]
+    assert len(bodies) == 50 and listed["next"]
+    queued = [b for b in bodies if b["status"] == "queued"]
+    # newest first: the newest queued task is the last in line
+    assert [b["queue_position"] for b in queued] == list(range(len(queued) + 1, 1, -1))
+    assert {b["text_length"] for b in bodies if b["status"] == "running"} == {4}
+    assert {b["text_length"] for b in bodies if b["status"] == "succeeded"} == {6}
+    assert all(len(b["attempts"]) == 1 for b in bodies if b["status"] != "queued")
 
 
 def test_a_bad_page_number_is_400(alice_client):
