@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import weakref
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from reports.auth import ApiError, authenticate, owned_task
 from reports.models import Task
-from reports.streaming.follower import Follower
+from reports.streaming import follower, limits
 
 KEEPALIVE_S = 15.0
+# Sent first, so that the headers leave at once on every server (daphne holds them
+# until the first body bytes): a keep-alive comment, which clients ignore.
+OPENING = b": ping\n\n"
 
 
 def resume_point(request: HttpRequest) -> int:
@@ -24,36 +28,53 @@ def resume_point(request: HttpRequest) -> int:
     return int(raw)
 
 
-def _authorise_events(request: HttpRequest, task_id) -> tuple[Task, int]:
+def _authorise_events(request: HttpRequest, task_id) -> tuple[Task, int, object]:
     user = authenticate(request)
-    return owned_task(user, task_id), resume_point(request)
+    return owned_task(user, task_id), resume_point(request), user
 
 
 async def events(request: HttpRequest, task_id) -> HttpResponse:
     if request.method != "GET":
         return ApiError(405, "method_not_allowed", "Use GET.", {"Allow": "GET"}).response()
     try:
-        task, after = await sync_to_async(_authorise_events)(request, task_id)
+        # Off the request's own thread: its connection would stay open with the stream.
+        task, after, user = await follower.off_request(_authorise_events, request, task_id)
     except ApiError as exc:
         return exc.response()
-    response = StreamingHttpResponse(
-        sse_stream(task.pk, after), content_type="text/event-stream; charset=utf-8"
-    )
+    slot = limits.take_slot(user)
+    if slot is None:
+        return ApiError(
+            429,
+            "too_many_streams",
+            "Too many open streams for this account; close a page or a stream and retry.",
+            {"Retry-After": "5"},
+        ).response()
+    stream = sse_stream(task.pk, after, slot)
+    weakref.finalize(stream, slot.release)  # a stream never started still gives its slot back
+    response = StreamingHttpResponse(stream, content_type="text/event-stream; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-async def sse_stream(task_id, after: int):
-    idle = 0.0
-    async with Follower(task_id, after) as follower:
-        async for event in follower.events():
-            if event is None:
-                idle += follower.idle_s
-                if idle >= KEEPALIVE_S:
-                    idle = 0.0
+async def sse_stream(task_id, after: int, slot: limits.StreamSlot):
+    ready = asyncio.Event()
+    try:
+        yield OPENING
+        subscription = await follower.subscribe(task_id, after, ready.set)
+        try:
+            while True:
+                ready.clear()  # before taking: what arrives from now on sets it again
+                for event in subscription.take():
+                    data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+                    yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+                if subscription.finished and not subscription.pending:
+                    return
+                try:
+                    await asyncio.wait_for(ready.wait(), KEEPALIVE_S)
+                except TimeoutError:
                     yield b": ping\n\n"
-                continue
-            idle = 0.0
-            data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-            yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+        finally:
+            subscription.close()
+    finally:
+        slot.release()
