@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import weakref
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
@@ -49,32 +48,40 @@ async def events(request: HttpRequest, task_id) -> HttpResponse:
             "Too many open streams for this account; close a page or a stream and retry.",
             {"Retry-After": "5"},
         ).response()
-    stream = sse_stream(task.pk, after, slot)
-    weakref.finalize(stream, slot.release)  # a stream never started still gives its slot back
-    response = StreamingHttpResponse(stream, content_type="text/event-stream; charset=utf-8")
+    response = EventStreamResponse(sse_stream(task.pk, after), slot)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
 
 
-async def sse_stream(task_id, after: int, slot: limits.StreamSlot):
+class EventStreamResponse(StreamingHttpResponse):
+    """An event stream that holds one of its user's stream slots until it is closed
+    (every server closes a response when it ends, however it ended)."""
+
+    def __init__(self, stream, slot: limits.StreamSlot) -> None:
+        super().__init__(stream, content_type="text/event-stream; charset=utf-8")
+        self.slot = slot
+
+    def close(self) -> None:
+        self.slot.release()
+        super().close()
+
+
+async def sse_stream(task_id, after: int):
     ready = asyncio.Event()
+    yield OPENING
+    subscription = await follower.subscribe(task_id, after, ready.set)
     try:
-        yield OPENING
-        subscription = await follower.subscribe(task_id, after, ready.set)
-        try:
-            while True:
-                ready.clear()  # before taking: what arrives from now on sets it again
-                for event in subscription.take():
-                    data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-                    yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
-                if subscription.finished and not subscription.pending:
-                    return
-                try:
-                    await asyncio.wait_for(ready.wait(), KEEPALIVE_S)
-                except TimeoutError:
-                    yield b": ping\n\n"
-        finally:
-            subscription.close()
+        while True:
+            ready.clear()  # before taking: what arrives from now on sets it again
+            for event in subscription.take():
+                data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+                yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+            if subscription.finished and not subscription.pending:
+                return
+            try:
+                await asyncio.wait_for(ready.wait(), KEEPALIVE_S)
+            except TimeoutError:
+                yield b": ping\n\n"
     finally:
-        slot.release()
+        subscription.close()

@@ -73,8 +73,11 @@ class Stream:
         return events
 
     async def close(self) -> None:
+        """Close the stream as a server does when its client goes: the body, then the
+        response."""
         if not self.closed:
             await self.chunks.aclose()
+        self.response.close()
 
 
 @pytest.fixture
@@ -359,10 +362,10 @@ async def test_an_idle_stream_sends_keep_alive_comments_never_events(
     running = await claim(task)
     stream = await follow(alice_async, task.pk, "?after=1")
 
-    raw = ""
-    while ": ping" not in raw:
+    raw = (await asyncio.wait_for(anext(stream.chunks), WAIT_S)).decode()
+    assert raw == ": ping\n\n"  # the opening comment
+    while ": ping" not in raw[len(": ping\n\n") :]:
         raw += (await asyncio.wait_for(anext(stream.chunks), WAIT_S)).decode()
-    assert raw.startswith(": ping\n\n")
     assert "event:" not in raw and "id:" not in raw
 
     await append(running, "after the pause")
@@ -398,3 +401,40 @@ async def test_with_the_channel_layer_down_the_stream_still_delivers_every_event
     assert await stream.next() == SSE(2, "delta", {"text": "Hello", "attempt": 1})
     await fail(running)
     assert [(e.id, e.event) for e in await stream.rest()] == [(3, "failed")]
+
+
+async def test_the_headers_go_out_at_once_for_a_task_with_nothing_to_send(
+    alice_async, make_task, settings
+):
+    settings.REPORTS_POLL_S = 60
+    task = await db(make_task)()
+    stream = await follow(alice_async, task.pk, f"?after={task.last_seq}")
+
+    # Long before the first keep-alive (15 s): a server that holds the headers until the
+    # first body bytes (daphne) sends them now.
+    assert await asyncio.wait_for(anext(stream.chunks), 2.0) == b": ping\n\n"
+    await stream.close()
+
+
+async def test_a_user_over_the_cap_of_open_streams_gets_429_and_others_are_not_affected(
+    alice_async, bob, make_task, settings
+):
+    settings.REPORTS_MAX_STREAMS_PER_USER = 2
+    settings.REPORTS_POLL_S = 60
+    task = await db(make_task)()
+    open_streams = [await follow(alice_async, task.pk) for _ in range(2)]
+    for stream in open_streams:
+        await anext(stream.chunks)  # the stream is open
+
+    refused = await alice_async.get(f"/api/tasks/{task.pk}/events")
+    assert refused.status_code == 429 and refused["Retry-After"]
+    assert refused.json()["error"]["code"] == "too_many_streams"
+    bobs_task = await db(make_task)(owner=bob)
+    bob_async = AsyncClient()
+    await bob_async.aforce_login(bob)
+    assert (await bob_async.get(f"/api/tasks/{bobs_task.pk}/events")).status_code == 200
+
+    await open_streams[0].close()
+    again = await follow(alice_async, task.pk)  # a closed stream gives its place back
+    await again.close()
+    await open_streams[1].close()
