@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test import Client
 from django.utils.crypto import get_random_string
 
@@ -228,6 +228,23 @@ def test_listing_50_tasks_of_every_kind_runs_a_fixed_number_of_queries(
     assert {b["text_length"] for b in bodies if b["status"] == "running"} == {4}
     assert {b["text_length"] for b in bodies if b["status"] == "succeeded"} == {6}
     assert all(len(b["attempts"]) == 1 for b in bodies if b["status"] != "queued")
+
+
+def no_free_connection():
+    raise OperationalError("connection pool exhausted: no connection within the timeout")
+
+
+@pytest.mark.parametrize("path", ["/api/tasks", f"/api/tasks/{uuid.uuid4()}/events", "/"])
+def test_a_database_that_cannot_be_reached_answers_503_json_with_retry_after(
+    alice_client, monkeypatch, path
+):
+    monkeypatch.setattr(connection, "ensure_connection", no_free_connection)
+
+    response = alice_client.get(path)
+
+    assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert response["Content-Type"] == "application/json"
+    assert error_of(response) == "database_unavailable"
 
 
 def test_a_bad_page_number_is_400(alice_client):

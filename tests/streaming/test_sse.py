@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import connection
 from django.test import AsyncClient
 
 from reports import lifecycle, storage
@@ -438,3 +439,50 @@ async def test_a_user_over_the_cap_of_open_streams_gets_429_and_others_are_not_a
     again = await follow(alice_async, task.pk)  # a closed stream gives its place back
     await again.close()
     await open_streams[1].close()
+
+
+@db
+def database_connections() -> int:
+    """Connections to this database from anyone but the one asking."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+async def one_request(client, task_id, opened: asyncio.Queue, go: asyncio.Event) -> SSE:
+    """Follow the task as one ASGI request does, in a thread-sensitive context of its own
+    (where Django runs each request's synchronous work in a thread of that request)."""
+    async with ThreadSensitiveContext():
+        stream = await follow(client, task_id)
+        await opened.put((await stream.next()).id)
+        await go.wait()
+        try:
+            return await stream.next()
+        finally:
+            await stream.close()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="counts PostgreSQL connections")
+async def test_open_streams_take_no_database_connection_each(alice_async, make_task, settings):
+    settings.REPORTS_MAX_STREAMS_PER_USER = 100
+    settings.REPORTS_POLL_S = 0.05
+    task = await db(make_task)()
+    running = await claim(task)
+    opened: asyncio.Queue = asyncio.Queue()
+    go = asyncio.Event()
+    requests = [
+        asyncio.create_task(one_request(alice_async, task.pk, opened, go)) for _ in range(40)
+    ]
+    for _ in requests:
+        assert await asyncio.wait_for(opened.get(), WAIT_S) == 1  # each has read the table
+
+    # The pool's size bounds them, whatever the number of streams (40 here).
+    pool = connection.settings_dict["OPTIONS"]["pool"]["max_size"]
+    assert await database_connections() <= pool
+    await append(running, "to all")
+    go.set()
+    delivered = await asyncio.wait_for(asyncio.gather(*requests), WAIT_S)
+    assert delivered == [SSE(2, "delta", {"text": "to all", "attempt": 1})] * len(requests)
