@@ -4,13 +4,17 @@ scripted providers."""
 from __future__ import annotations
 
 import io
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
 from django.conf import settings as django_settings
+from django.db import connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from reports import submissions
+from reports.lanes import on_shared_db
 from reports.models import Attempt, AttemptStatus, Document, Status, Task, TaskEvent
 from reports.providers.base import Completed, Provider, TextDelta, Usage
 from reports.submissions import Submission, Upload
@@ -197,3 +201,14 @@ def tasks_of_every_kind(owner, count: int) -> list[Task]:
         )
         tasks.append(task)
     return tasks
+
+
+@asynccontextmanager
+async def queries_on_shared_db():
+    """Capture the queries run on the shared database thread (where the streams' run)."""
+    captured = await on_shared_db(lambda: CaptureQueriesContext(connections["default"]))()
+    await on_shared_db(captured.__enter__)()
+    try:
+        yield captured
+    finally:
+        await on_shared_db(captured.__exit__)(None, None, None)

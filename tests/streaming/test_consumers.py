@@ -20,11 +20,12 @@ from project.asgi import application
 from reports.models import Status, Task
 from reports.streaming import broadcast
 from reports.worker import leases
-from tests.helpers import submit, task_of
+from tests.helpers import queries_on_shared_db, submit, task_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+QUERIES_PER_CONNECT = 8
 DELTA = re.compile(r'<template data-delta data-seq="(\d+)" data-attempt="(\d+)">(.*?)</template>')
 BATCH_SEQ = re.compile(r'<template data-batch data-seq="(\d+)">')
 
@@ -324,3 +325,21 @@ async def test_an_open_page_outlives_a_redis_outage_and_keeps_streaming(
     assert 'data-task-status="succeeded"' in "".join(await receive_until_seq(comm, 5))
     assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 1000}
     await comm.disconnect()
+
+
+async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(alice, settings):
+    settings.REPORTS_POLL_S = 60  # no poll of the table meanwhile
+    task = await queued_task(alice)
+    run = await claim(task)
+    for word in ("a",) * 30:
+        await persist_delta(run, word)
+    cookie = await session_cookie(alice)
+    comm = communicator(task.pk, cookie=cookie)
+
+    # session, user, the task, its status, the feed's start, the replay (status, events),
+    # the status line (the attempt's elapsed time)
+    async with queries_on_shared_db() as queries:
+        assert (await comm.connect())[0]
+        assert len(deltas(await receive_until_seq(comm, 31))) == 30
+    await comm.disconnect()
+    assert 3 <= len(queries) <= QUERIES_PER_CONNECT, [q["sql"] for q in queries.captured_queries]

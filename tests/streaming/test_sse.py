@@ -18,6 +18,7 @@ from reports import lifecycle, storage
 from reports.models import TERMINAL, Status, Task, TaskEvent
 from reports.streaming import broadcast, sse
 from reports.worker.leases import Claim, claim_next_task
+from tests.helpers import queries_on_shared_db
 
 db = sync_to_async
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -486,3 +487,20 @@ async def test_open_streams_take_no_database_connection_each(alice_async, make_t
     go.set()
     delivered = await asyncio.wait_for(asyncio.gather(*requests), WAIT_S)
     assert delivered == [SSE(2, "delta", {"text": "to all", "attempt": 1})] * len(requests)
+
+
+async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(
+    alice_async, make_task, settings
+):
+    settings.REPORTS_POLL_S = 60  # no poll of the table meanwhile
+    task = await db(make_task)()
+    running = await claim(task)
+    for _ in range(30):
+        await append(running, "a")
+
+    # session, user, the task, the feed's start, the replay (status, events)
+    async with queries_on_shared_db() as queries:
+        stream = await follow(alice_async, task.pk)
+        assert [e.id for e in [await stream.next() for _ in range(31)]] == list(range(1, 32))
+    await stream.close()
+    assert 3 <= len(queries) <= 6, [q["sql"] for q in queries.captured_queries]
