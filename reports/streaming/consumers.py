@@ -1,9 +1,10 @@
 """The task page's live stream: `/ws/tasks/<task_id>/?after=<seq>` (docs/api.md).
 
-Thin: it checks who is asking, follows the task's events with a `Follower` (replay
-after `seq`, then live, gaps filled from the table) and renders them for the page.
-It writes nothing. Events that are ready at once go out as one message; after the
-terminal event the socket closes with 1000.
+Thin: it checks who is asking, subscribes to the task's shared feed (replay after
+`seq`, then live, gaps filled from the table: `reports.streaming.follower`) and renders
+what the feed hands over for the page. It writes nothing and runs nothing while the page
+is idle. Events that are ready at once go out as one message; after the terminal event
+the socket closes with 1000.
 """
 
 from __future__ import annotations
