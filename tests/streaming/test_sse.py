@@ -443,14 +443,10 @@ async def test_a_user_over_the_cap_of_open_streams_gets_429_and_others_are_not_a
 
 
 @db
-def database_connections() -> int:
-    """Connections to this database from anyone but the one asking."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-        )
-        return cursor.fetchone()[0]
+def connections_lent() -> int:
+    """Connections the process's pool has lent out and not had back."""
+    stats = connection.pool.get_stats()
+    return stats["pool_size"] - stats["pool_available"]
 
 
 async def one_request(client, task_id, opened: asyncio.Queue, go: asyncio.Event) -> SSE:
@@ -466,7 +462,9 @@ async def one_request(client, task_id, opened: asyncio.Queue, go: asyncio.Event)
             await stream.close()
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="counts PostgreSQL connections")
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="counts the PostgreSQL pool's connections"
+)
 async def test_open_streams_take_no_database_connection_each(alice_async, make_task, settings):
     settings.REPORTS_MAX_STREAMS_PER_USER = 100
     settings.REPORTS_POLL_S = 0.05
@@ -480,9 +478,9 @@ async def test_open_streams_take_no_database_connection_each(alice_async, make_t
     for _ in requests:
         assert await asyncio.wait_for(opened.get(), WAIT_S) == 1  # each has read the table
 
-    # The pool's size bounds them, whatever the number of streams (40 here).
-    pool = connection.settings_dict["OPTIONS"]["pool"]["max_size"]
-    assert await database_connections() <= pool
+    # Open streams hold no connection each (40 here): a fixed few are lent out (the
+    # shared database thread's, the test's own), whatever the number of streams.
+    assert await connections_lent() <= 3
     await append(running, "to all")
     go.set()
     delivered = await asyncio.wait_for(asyncio.gather(*requests), WAIT_S)
