@@ -131,9 +131,20 @@ def _database() -> dict:
     import dj_database_url
 
     url = env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'db.sqlite3'}"
-    config = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    # No persistent connections: under ASGI each request may run in a thread of its own,
+    # and a connection kept by a thread that is gone stays open until the server drops it.
+    config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+    if config["ENGINE"].endswith("postgresql"):
+        # A pool per process instead: a fixed number of connections, whatever the number of
+        # requests and streams (streams read through one shared feed per task, not a
+        # connection each). A request that waits longer than the timeout for one answers
+        # 503 with Retry-After (reports.observability.middleware), never a 500.
+        config.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": env_int("REPORTS_DB_POOL_SIZE", 8, minimum=2),
+            "timeout": env_number("REPORTS_DB_POOL_TIMEOUT_S", 5, minimum=0.1),
+        }
     if config["ENGINE"].endswith("sqlite3"):
-        config["CONN_MAX_AGE"] = 0
         config["OPTIONS"] = {
             # The worker writes beside the web process: readers never wait for the
             # writer (WAL), writers queue for the lock up front instead of failing
@@ -320,6 +331,8 @@ REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
 # SIGTERM on a web process: how long open streams get to close before it stops (asgi.py).
 REPORTS_DRAIN_S = env_number("REPORTS_DRAIN_S", 10, minimum=0)
+# Open streams (SSE and WebSocket together) one user may hold in one process.
+REPORTS_MAX_STREAMS_PER_USER = env_int("REPORTS_MAX_STREAMS_PER_USER", 20, minimum=1)
 
 # --- Observability (docs/observability.md) -----------------------------------------------
 APP_VERSION = env_str("APP_VERSION")  # unset: the package version + the git commit

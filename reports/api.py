@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import math
 
-from django.db.models import F
-from django.db.models.functions import Now
+from django.db.models import F, Prefetch, prefetch_related_objects
+from django.db.models.functions import Length, Now
 from django.http import (
     FileResponse,
     HttpRequest,
@@ -18,7 +18,7 @@ from django.urls import reverse
 
 from reports import lifecycle, storage, submissions
 from reports.auth import ApiError, api_view, owned_task
-from reports.models import Status, Task, TaskEvent
+from reports.models import Attempt, Status, Task, TaskEvent
 from reports.observability import tracing
 
 PAGE_SIZE = 50
@@ -30,19 +30,43 @@ MAX_FIRST_TEXT_MS = 3_600_000
 INCOMPLETE = {Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
 
 
-def current_text(task: Task) -> str:
-    """Return the text of the task's current attempt (the report, once it succeeded)."""
-    attempt = task.current_attempt
-    if attempt is None:
-        return ""
-    if attempt.ended_at is not None:
-        return attempt.text
-    return TaskEvent.objects.attempt_text(task.pk, attempt.number)
-
-
 def task_body(task: Task) -> dict:
-    attempts = list(task.attempts.order_by("number"))
-    text_length = len(current_text(task))
+    return task_bodies([task])[0]
+
+
+def task_bodies(tasks: list[Task]) -> list[dict]:
+    """Return the tasks' bodies in a fixed number of queries, however many tasks there are.
+
+    Attempts come in one query (their text counted in the database, not loaded), the
+    streamed length of attempts still running in one more; a task read with
+    `with_queue_position()` brings its place in line along.
+    """
+    prefetch_related_objects(
+        tasks,
+        Prefetch(
+            "attempts",
+            queryset=Attempt.objects.order_by("number")
+            .defer("text")
+            .annotate(text_length=Length("text")),
+            to_attr="numbered_attempts",
+        ),
+    )
+    running = [t.pk for t in tasks if t.numbered_attempts and not t.numbered_attempts[-1].ended_at]
+    streamed = TaskEvent.objects.text_lengths(running) if running else {}
+    bodies = []
+    for task in tasks:
+        last = task.numbered_attempts[-1] if task.numbered_attempts else None
+        if last is None:
+            text_length = 0
+        elif last.ended_at is not None:
+            text_length = last.text_length
+        else:
+            text_length = streamed.get((str(task.pk), last.number), 0)
+        bodies.append(_body(task, task.numbered_attempts, text_length))
+    return bodies
+
+
+def _body(task: Task, attempts: list[Attempt], text_length: int) -> dict:
     last = attempts[-1] if attempts else None
     usage = None
     if last is not None and last.usage_source:
@@ -109,12 +133,12 @@ def tasks(request: HttpRequest, user) -> JsonResponse:
     start = (page - 1) * PAGE_SIZE
     # created_at has millisecond resolution on SQLite: the pk breaks ties, so that pages
     # of the same list neither repeat nor skip a task.
-    newest_first = Task.objects.for_user(user).order_by("-created_at", "-pk")
+    newest_first = Task.objects.for_user(user).with_queue_position().order_by("-created_at", "-pk")
     rows = list(newest_first[start : start + PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
     return JsonResponse(
         {
-            "tasks": [task_body(t) for t in rows[:PAGE_SIZE]],
+            "tasks": task_bodies(rows[:PAGE_SIZE]),
             "next": f"{reverse('api-tasks')}?page={page + 1}" if more else None,
         }
     )

@@ -336,7 +336,7 @@ def still_queued(task: Task) -> bool:
 def home_rows(user, limit: int = 50) -> list[dict[str, Any]]:
     """Return the user's newest tasks with a one-line status each, for the home page."""
     rows = []
-    tasks = Task.objects.for_user(user).prefetch_related("documents")[:limit]
+    tasks = Task.objects.for_user(user).with_queue_position().prefetch_related("documents")[:limit]
     for task in tasks:
         detail = ""
         if task.status == Status.QUEUED:

@@ -10,6 +10,7 @@ import json
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from django.core.files.storage import storages
+from django.db import connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from reports import storage, submissions
-from reports.models import Document, Task
+from reports.lanes import on_shared_db
+from reports.models import Attempt, AttemptStatus, Document, Status, Task, TaskEvent
 from reports.providers.base import Completed, Provider, ProviderError, TextDelta, Usage
 from reports.submissions import Submission, Upload
 from reports.worker.supervisor import Supervisor
@@ -280,3 +284,62 @@ async def items_or_error(provider: Provider, request) -> tuple[list, ProviderErr
     except ProviderError as exc:
         return items, exc
     return items, None
+
+
+def tasks_of_every_kind(owner, count: int) -> list[Task]:
+    """Create `count` tasks of the owner, in turn queued, running with text and
+    succeeded, written straight to the tables (no uploads, no budget): for counting the
+    queries a listing makes."""
+    tasks = []
+    for i in range(count):
+        kind = i % 3
+        task = Task.objects.create(owner=owner, content_sha256=f"{i:064x}", lane="short")
+        if kind == 1:
+            Task.objects.filter(pk=task.pk).update(
+                status=Status.RUNNING, attempt_count=1, epoch=1, last_seq=3
+            )
+            Attempt.objects.create(task=task, number=1, epoch=1)
+            TaskEvent.objects.create(
+                task=task, seq=1, type="status", data={"status": Status.RUNNING, "attempt": 1}
+            )
+            TaskEvent.objects.bulk_create(
+                TaskEvent(task=task, seq=seq, type="delta", data={"text": "ab", "attempt": 1})
+                for seq in (2, 3)
+            )
+        elif kind == 2:
+            Task.objects.filter(pk=task.pk).update(
+                status=Status.SUCCEEDED, attempt_count=1, last_seq=1
+            )
+            TaskEvent.objects.create(
+                task=task, seq=1, type="succeeded", data={"result_id": "r", "attempt": 1}
+            )
+            Attempt.objects.create(
+                task=task,
+                number=1,
+                epoch=1,
+                status=AttemptStatus.SUCCEEDED,
+                text="# Done",
+                ended_at=task.created_at,
+            )
+        Document.objects.create(
+            task=task,
+            position=0,
+            name=f"doc-{i}.md",
+            extension=".md",
+            storage_name=f"stored-{task.pk}",
+            size=1,
+            sha256="0" * 64,
+        )
+        tasks.append(task)
+    return tasks
+
+
+@asynccontextmanager
+async def queries_on_shared_db():
+    """Capture the queries run on the shared database thread (where the streams' run)."""
+    captured = await on_shared_db(lambda: CaptureQueriesContext(connections["default"]))()
+    await on_shared_db(captured.__enter__)()
+    try:
+        yield captured
+    finally:
+        await on_shared_db(captured.__exit__)(None, None, None)

@@ -7,6 +7,9 @@ from pathlib import Path
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-deployment")
 # The test client speaks plain HTTP; tests/security/test_deploy.py checks the HTTPS defaults.
 os.environ.setdefault("DJANGO_HTTPS", "0")
+# The concurrency tests hold a connection in each of a few dozen threads at once, more
+# than a server process's pool (8 by default) lends.
+os.environ.setdefault("REPORTS_DB_POOL_SIZE", "40")
 
 from project.settings import *  # noqa: F403
 from project.settings import DATABASES

@@ -11,12 +11,21 @@ from datetime import datetime
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import OperationalError, connection
 from django.test import Client
 from django.utils.crypto import get_random_string
 
 from reports.models import Document, Status, Task
-from tests.helpers import SAMPLE, run_all, saved_report, stored_files, submit, task_of, upload
+from tests.helpers import (
+    SAMPLE,
+    run_all,
+    saved_report,
+    stored_files,
+    submit,
+    task_of,
+    tasks_of_every_kind,
+    upload,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -205,6 +214,45 @@ def test_pages_neither_repeat_nor_skip_tasks_created_in_the_same_instant(alice_c
 
     listed = [t["task_id"] for t in first["tasks"] + second["tasks"]]
     assert len(listed) == 51 and set(listed) == made
+
+
+def test_listing_50_tasks_of_every_kind_runs_a_fixed_number_of_queries(
+    alice, alice_token, django_assert_max_num_queries
+):
+    tasks_of_every_kind(alice, 52)
+    Task.objects.filter(owner=alice, status=Status.QUEUED).update(lane="short")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {alice_token}")
+
+    # the token (read, last use), the page of tasks with their places in line, their
+    # attempts, the text streamed so far by the running ones
+    with django_assert_max_num_queries(5):
+        listed = client.get("/api/tasks").json()
+
+    bodies = listed["tasks"]
+    assert len(bodies) == 50 and listed["next"]
+    queued = [b for b in bodies if b["status"] == "queued"]
+    # newest first: the newest queued task is the last in line
+    assert [b["queue_position"] for b in queued] == list(range(len(queued) + 1, 1, -1))
+    assert {b["text_length"] for b in bodies if b["status"] == "running"} == {4}
+    assert {b["text_length"] for b in bodies if b["status"] == "succeeded"} == {6}
+    assert all(len(b["attempts"]) == 1 for b in bodies if b["status"] != "queued")
+
+
+def no_free_connection():
+    raise OperationalError("connection pool exhausted: no connection within the timeout")
+
+
+@pytest.mark.parametrize("path", ["/api/tasks", f"/api/tasks/{uuid.uuid4()}/events", "/"])
+def test_a_database_that_cannot_be_reached_answers_503_json_with_retry_after(
+    alice_client, monkeypatch, path
+):
+    monkeypatch.setattr(connection, "ensure_connection", no_free_connection)
+
+    response = alice_client.get(path)
+
+    assert response.status_code == 503 and int(response["Retry-After"]) > 0
+    assert response["Content-Type"] == "application/json"
+    assert error_of(response) == "database_unavailable"
 
 
 def test_a_bad_page_number_is_400(alice_client):

@@ -9,6 +9,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from bench import load
 from bench.fanout import lossless, run_app
 from bench.harness import Layout
 from tests.helpers import database_url
@@ -44,3 +45,8 @@ def test_scale_out_loses_nothing(tmp_path, reconnects):
     layout = Layout.scale_out(tmp_path, database_url(connection.settings_dict), settings.REDIS_URL)
     figures = run_app(layout, streams=STREAMS, profile="stress", reconnects=reconnects)
     assert_lossless(figures, STREAMS)
+
+
+def test_forty_sse_and_forty_websocket_clients_at_once_all_connect(tmp_path):
+    figures = load.run(Layout.embedded(tmp_path), sse=40, ws=40, tasks=4)
+    assert all(figures["checks"].values()), figures

@@ -45,6 +45,7 @@ LAYERS = [
             "reports.observability.task_logs",
             "reports.streaming.broadcast",
             "reports.streaming.follower",
+            "reports.streaming.limits",
             "reports.lifecycle",
             "reports.reconciliation",
             "reports.submissions",

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from reports.models import Task
-from tests.helpers import run_all, submit, task_of
+from tests.helpers import run_all, submit, task_of, tasks_of_every_kind
 
 pytestmark = pytest.mark.django_db
 
@@ -189,3 +189,33 @@ def test_page_is_a_snapshot_at_one_seq(alice_client, worker):
 
 def test_pages_refuse_post(alice_client):
     assert alice_client.post("/").status_code == 405
+
+
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "list-poll"])
+def test_home_runs_a_fixed_number_of_queries_for_any_number_of_tasks(
+    alice, alice_client, htmx, django_assert_max_num_queries
+):
+    tasks_of_every_kind(alice, 45)
+    headers = {"HX-Request": "true"} if htmx else {}
+
+    # session, user, the tasks with their places in line, their documents, the budget
+    # (made on a first visit, in a savepoint)
+    with django_assert_max_num_queries(8):
+        response = alice_client.get("/", headers=headers)
+
+    html = response.content.decode()
+    assert html.count('data-status="queued"') == 15
+    assert "15th in line" in html and "1st in line" in html
+
+
+@pytest.mark.parametrize("kind", ["queued", "running", "succeeded"])
+def test_a_task_page_runs_a_fixed_number_of_queries(
+    alice, alice_client, kind, django_assert_max_num_queries
+):
+    queued, running, succeeded = tasks_of_every_kind(alice, 3)
+    task = {"queued": queued, "running": running, "succeeded": succeeded}[kind]
+
+    with django_assert_max_num_queries(8):
+        response = alice_client.get(f"/tasks/{task.pk}/")
+
+    assert f'data-task-status="{kind}"' in response.content.decode()

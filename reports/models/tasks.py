@@ -10,8 +10,9 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, models, transaction
-from django.db.models import F, Q, Subquery
-from django.db.models.functions import Now
+from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, When
+from django.db.models.fields.json import KT
+from django.db.models.functions import Coalesce, Length, Now
 from django.db.models.sql import UpdateQuery
 
 from reports.models.states import (
@@ -66,6 +67,32 @@ class TaskQuerySet(models.QuerySet):
         if user is None:
             return None
         return self.for_user(user).filter(pk=task_id).first()
+
+    def with_queue_position(self) -> TaskQuerySet:
+        """Annotate `queue_place`: 1 for the next task to be claimed in its lane, 2 for the
+        one after it…; None for a task that is not queued. One query for any number of
+        tasks: the place is counted in the database (on the claim-order index), per row.
+
+        Not a window function: the window would have to rank every queued task before
+        the caller's filter (the owner's tasks) applies, which the ORM cannot put in one
+        query; the correlated count can, and reads only the tasks ahead in the lane.
+        """
+        ahead = (
+            Task.objects.filter(status=Status.QUEUED, lane=OuterRef("lane"))
+            .filter(
+                Q(created_at__lt=OuterRef("created_at"))
+                | Q(created_at=OuterRef("created_at"), pk__lt=OuterRef("pk"))
+            )
+            .order_by()
+            .values("lane")
+            .annotate(n=Count("pk"))
+            .values("n")
+        )
+        return self.annotate(
+            queue_place=Case(
+                When(status=Status.QUEUED, then=Coalesce(Subquery(ahead), 0) + 1), default=None
+            )
+        )
 
     def live_leases(self) -> TaskQuerySet:
         return self.filter(status__in=LEASED, lease_expires_at__gt=Now())
@@ -330,11 +357,16 @@ class Task(models.Model):
         None when the task is not queued."""
         if self.status != Status.QUEUED:
             return None
+        if "queue_place" in self.__dict__:  # read with the task (with_queue_position)
+            return self.queue_place
         # Compared in the database, as stored: on SQLite a Python datetime has another
         # text form than Now() writes, and would compare wrongly within a millisecond.
-        mine = Subquery(Task.objects.filter(pk=self.pk).values("created_at")[:1])
-        earlier = Q(created_at__lt=mine) | Q(created_at=mine, pk__lt=self.pk)
-        return Task.objects.filter(earlier, status=Status.QUEUED, lane=self.lane).count() + 1
+        return (
+            Task.objects.filter(pk=self.pk)
+            .with_queue_position()
+            .values_list("queue_place", flat=True)
+            .first()
+        )
 
 
 class Attempt(models.Model):
@@ -377,6 +409,22 @@ class Attempt(models.Model):
 
 
 class TaskEventQuerySet(models.QuerySet):
+    def text_lengths(self, task_ids) -> dict[tuple[str, int], int]:
+        """Return the characters each attempt of these tasks streamed, keyed by
+        (task id as text, attempt number): one query, counted in the database."""
+        rows = (
+            self.filter(task_id__in=task_ids, type="delta")
+            .annotate(number=KT("data__attempt"))
+            .order_by()
+            .values("task_id", "number")
+            .annotate(length=Sum(Length(KT("data__text"))))
+        )
+        return {
+            (str(row["task_id"]), int(row["number"])): row["length"] or 0
+            for row in rows
+            if row["number"] is not None
+        }
+
     def attempt_text(self, task_id, number: int) -> str:
         """Return the text an attempt streamed, from its persisted delta events."""
         return "".join(

@@ -8,6 +8,8 @@ import time
 import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.db import OperationalError
+from django.http import JsonResponse
 
 from reports.observability import logs, tracing
 from reports.observability.version import app_version
@@ -17,6 +19,8 @@ log = logging.getLogger("reports.http")
 # A caller's own id is kept when it is short and plain (a proxy's, a client's); anything
 # else is replaced, so no header can smuggle odd characters into the logs.
 SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{8,128}")
+# How long a client should wait before retrying when the database could not be reached.
+DATABASE_RETRY_AFTER_S = 5
 
 
 def request_id_of(request) -> str:
@@ -50,6 +54,25 @@ class RequestContextMiddleware:
         with logs.bound(request_id=request.request_id, trace_id=request.trace_id):
             response = await self.get_response(request)
             return self._end(request, response, started)
+
+    def process_exception(self, request, exception):
+        """Answer a database that cannot be reached (no connection free in the pool, the
+        server's slots all taken, the server down) with 503 JSON and Retry-After: a
+        moment's overload is not a bug to show as a 500 page."""
+        if not isinstance(exception, OperationalError):
+            return None
+        log.warning("database unavailable: %s", exception)
+        response = JsonResponse(
+            {
+                "error": {
+                    "code": "database_unavailable",
+                    "message": "The service is busy; retry in a few seconds.",
+                }
+            },
+            status=503,
+        )
+        response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+        return response
 
     def _begin(self, request) -> float:
         request.request_id = request_id_of(request)

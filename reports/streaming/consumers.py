@@ -1,34 +1,32 @@
 """The task page's live stream: `/ws/tasks/<task_id>/?after=<seq>` (docs/api.md).
 
-Thin: it checks who is asking, follows the task's events with a `Follower` (replay
-after `seq`, then live, gaps filled from the table) and renders them for the page.
-It writes nothing. Events that are ready at once go out as one message; after the
-terminal event the socket closes with 1000.
+Thin: it checks who is asking, subscribes to the task's shared feed (replay after
+`seq`, then live, gaps filled from the table: `reports.streaming.follower`) and renders
+what the feed hands over for the page. It writes nothing and runs nothing while the page
+is idle. Events that are ready at once go out as one message; after the terminal event
+the socket closes with 1000.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Sequence
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async as db
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from reports import presentation
+from reports.lanes import on_shared_db
 from reports.models import TERMINAL, Event, Status, Task
-from reports.streaming.follower import Follower
+from reports.streaming import follower, limits
 
 log = logging.getLogger(__name__)
 
 TEMPLATE = "reports/task.html"
 MAX_BATCH_EVENTS = 200  # a replay of a long report goes out in a few messages, not one
-QUEUED_REFRESH_S = 2.0  # how often a queued task's place in line is re-read
-_END = object()
 
 
 def resume_point(query_string: bytes) -> int | None:
@@ -39,95 +37,97 @@ def resume_point(query_string: bytes) -> int | None:
 
 
 class TaskConsumer(AsyncWebsocketConsumer):
-    following: asyncio.Task | None = None
+    # No channel of its own: the task's shared feed follows the layer for every page,
+    # so a layer whose server goes away closes no page (the feed polls the table).
+    channel_layer_alias = None
+    subscription: follower.Subscription | None = None
+    slot: limits.StreamSlot | None = None
+    sending: asyncio.Task | None = None  # only while there is something to send
     shown_place: int | None = None  # the place in line last sent
 
     async def connect(self) -> None:
         after = resume_point(self.scope.get("query_string", b""))
         task_id = self.scope["url_route"]["kwargs"]["task_id"]
+        user = self.scope.get("user")
         task = None
         if after is not None:
-            task = await db(Task.objects.owned)(self.scope.get("user"), task_id)
-        if task is None:
+            task = await on_shared_db(Task.objects.owned)(user, task_id)
+        if task is not None:
+            self.slot = limits.take_slot(user)
+        if self.slot is None:
             # Closing before accepting refuses the handshake: nothing is sent, and a
-            # foreign, missing or malformed task looks exactly the same.
+            # foreign, missing or malformed task looks exactly the same (as does a user
+            # over the cap of open streams).
             await self.close()
             return
         await self.accept()
-        self.following = asyncio.create_task(self.follow(task, after))
+        self.task, self.last_seq = task, after
+        self.status_data = await on_shared_db(presentation.last_status_data)(task, after)
+        self.subscription = await follower.subscribe(task.pk, after, self._wake)
+        self._wake()
 
     async def disconnect(self, code: int) -> None:
-        if self.following is not None:
-            self.following.cancel()
-            await asyncio.gather(self.following, return_exceptions=True)
-            self.following = None
+        if self.subscription is not None:
+            self.subscription.close()
+            self.subscription = None
+        if self.sending is not None:
+            self.sending.cancel()
+            await asyncio.gather(self.sending, return_exceptions=True)
+        if self.slot is not None:
+            self.slot.release()
 
-    async def follow(self, task: Task, after: int) -> None:
-        """Send the task's events after `after` until its terminal event, then close."""
-        queue: asyncio.Queue = asyncio.Queue()
-        pump = asyncio.create_task(_pump(task.pk, after, queue))
+    def _wake(self) -> None:
+        """Start sending what the feed handed over, unless a send is under way."""
+        if self.subscription is not None and (self.sending is None or self.sending.done()):
+            self.sending = asyncio.create_task(self._send_ready())
+
+    async def _send_ready(self) -> None:
+        """Send the events that are ready (in few messages), then close after the end."""
+        subscription = self.subscription
         try:
-            status_data = await db(presentation.last_status_data)(task, after)
-            await self._send_batches(task, after, status_data, queue)
-            await pump  # re-raises what ended the follower early, if anything did
-            await self.close(code=1000)
+            while subscription is self.subscription:
+                events = subscription.take()
+                for start in range(0, len(events), MAX_BATCH_EVENTS):
+                    await self._send_events(events[start : start + MAX_BATCH_EVENTS])
+                if not events:
+                    await self._refresh_place(subscription.place)
+                if subscription.finished and not subscription.pending:
+                    await self.close(code=1000)
+                    return
+                if not subscription.pending:
+                    return
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("live stream of task %s failed", task.pk)
+            log.exception("live stream of task %s failed", self.task.pk)
             await self.close(code=1011)  # the page reconnects and resumes
-        finally:
-            pump.cancel()
-            await asyncio.gather(pump, return_exceptions=True)
 
-    async def _send_batches(
-        self, task: Task, last_seq: int, status_data: dict, queue: asyncio.Queue
-    ) -> None:
-        refreshed_at = time.monotonic()
-        while True:
-            items = [await queue.get()]
-            # Whatever else is ready now goes in the same message.
-            while not queue.empty() and len(items) < MAX_BATCH_EVENTS:
-                items.append(queue.get_nowait())
-            events: list[Event] = [item for item in items if isinstance(item, Event)]
-            if events:
-                refreshed_at = time.monotonic()
-                last_seq = events[-1].seq
-                if all(event.type == "delta" for event in events):
-                    # Text alone reads nothing: render it here, not in the one thread
-                    # every consumer's database work queues for.
-                    message, latest = live_message(task, events, last_seq)
-                else:
-                    message, latest = await db(live_message)(task, events, last_seq)
-                status_data = latest or status_data
-                await self.send(text_data=message)
-            elif items[0] is None:
-                stale = time.monotonic() - refreshed_at >= QUEUED_REFRESH_S
-                if status_data.get("status") == Status.QUEUED and stale:
-                    refreshed_at = time.monotonic()
-                    await self._refresh_queued(task, status_data, last_seq)
-            if items[-1] is _END or status_data.get("status") in TERMINAL:
-                return
+    async def _send_events(self, events: list[Event]) -> None:
+        self.last_seq = events[-1].seq
+        if all(event.type == "delta" for event in events):
+            # Text alone reads nothing: render it here, not in the one thread every
+            # consumer's database work queues for.
+            message, latest = live_message(self.task, events, self.last_seq)
+        else:
+            message, latest = await on_shared_db(live_message)(self.task, events, self.last_seq)
+        self.status_data = latest or self.status_data
+        await self.send(text_data=message)
 
-    async def _refresh_queued(self, task: Task, status_data: dict, last_seq: int) -> None:
+    async def _refresh_place(self, place: int | None) -> None:
         """Re-send a queued task's status line: its place in line moves with no event.
 
-        Only when the place changed: rendering the line (with its wait estimate) for
-        every idle page every 2 s was a quarter of an idle server's CPU (benchmark 6).
+        Only when the place changed (the feed reads it for all of a task's pages at
+        once): rendering the line (with its wait estimate) for every idle page every
+        2 s was a quarter of an idle server's CPU (benchmark 6).
         """
-
-        def render() -> str | None:
-            if not presentation.still_queued(task):
-                return None  # its next event is on the way and will say what happened
-            place = task.queue_position()
-            if place == self.shown_place:
-                return None
-            self.shown_place = place
-            return status_refresh(task, status_data, last_seq)
-
-        message = await db(render)()
-        if message is not None:
-            await self.send(text_data=message)
+        if place is None or place == self.shown_place:
+            return
+        if self.status_data.get("status") != Status.QUEUED:
+            return
+        self.shown_place = place
+        self.task.queue_place = place
+        message = await on_shared_db(status_refresh)(self.task, self.status_data, self.last_seq)
+        await self.send(text_data=message)
 
 
 # --- messages: rendered in a worker thread (they read the database) -----------------
@@ -196,13 +196,3 @@ def outcome_fragments(task: Task, status_data: dict) -> str:
         render_to_string(f"{TEMPLATE}#{name}", context)
         for name in ("actions", "incomplete", "report", "cost")
     )
-
-
-async def _pump(task_id, after: int, queue: asyncio.Queue) -> None:
-    """Put the task's events (and None when idle) on the queue, then _END."""
-    try:
-        async with Follower(task_id, after) as follower:
-            async for event in follower.events():
-                queue.put_nowait(event)
-    finally:
-        queue.put_nowait(_END)

@@ -1,28 +1,43 @@
 """Follow a task's events in order, with no gap and no repeat, whatever the layer drops.
 
-The event table is the truth and the channel layer only a wake-up: a follower joins
-the task's group first, then reads persisted events after its cursor; a live message
-that is exactly the next event is passed on as it is, anything else sends it back to
-the table. With no message for a while it reads the table anyway, so a worker in
-another process is followed even when the configured layer cannot reach it.
+The event table is the truth and the channel layer only a wake-up. A process keeps one
+`Feed` per followed task, shared by all of that task's pages and SSE clients: it joins
+the task's group once, passes on a live message that is exactly its next event, and
+sends anything else back to the table. One poller per process reads the table for every
+feed, in one query for all of them, so a task whose worker runs in another
+process is followed even when the configured layer cannot reach it, and a thousand idle
+pages cost one query a poll, not a thousand.
+
+A client `subscribe`s with its own cursor: it joins the feed first, then replays the
+table after its cursor, and drops what the feed hands it twice. Subscribers hold no
+asyncio task of their own: the feed puts events in their `pending` list and calls
+their `on_ready`.
+
+Every query here runs on the process's one shared database thread, in a context of
+its own: under ASGI a request's context would send it to a thread (and a database
+connection) of that request, held for as long as the stream stays open.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import Callable
+from typing import Any
 
-from asgiref.sync import sync_to_async as db
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db.models import Q
 
+from reports.lanes import on_shared_db
 from reports.models import TERMINAL, Event, Task, TaskEvent
 from reports.streaming.broadcast import group_name
 
 TERMINAL_EVENTS = frozenset(TERMINAL)
-# An idle follower re-reads the table after REPORTS_POLL_S, then twice as late each time,
+# An idle feed re-reads the table after REPORTS_POLL_S, then twice as late each time,
 # up to this many times REPORTS_POLL_S; any event brings it back. (Benchmark 6: 50 idle
 # task pages at a steady 0.5 s poll cost 7.6% of the machine.)
 IDLE_BACKOFF = 4
@@ -42,82 +57,255 @@ def events_after(task_id, after: int) -> tuple[list[Event], bool]:
     return events, ended
 
 
-class Follower:
-    """Yield a task's events after a cursor; yield None when idle (for keep-alives)."""
+def read_feeds(cursors: dict[str, int]) -> dict[str, tuple[list[Event], int | None]]:
+    """Return, per task, its events after its cursor and its place in line (None when
+    not queued): two queries for any number of tasks. Tasks whose last seq has not
+    moved cost no event read at all."""
+    rows = (
+        Task.objects.filter(pk__in=list(cursors))
+        .with_queue_position()
+        .values_list("pk", "last_seq", "queue_place")
+    )
+    places = {str(pk): place for pk, _, place in rows}
+    moved = [(str(pk), cursors[str(pk)]) for pk, last_seq, _ in rows if last_seq > cursors[str(pk)]]
+    found: dict[str, list[Event]] = {task_id: [] for task_id in cursors}
+    if moved:
+        after = Q(pk__in=[])
+        for task_id, seq in moved:
+            after |= Q(task_id=task_id, seq__gt=seq)
+        for stored in TaskEvent.objects.filter(after).order_by("task_id", "seq"):
+            found[str(stored.task_id)].append(stored.as_event())
+    return {task_id: (found[task_id], places.get(task_id)) for task_id in cursors}
 
-    def __init__(self, task_id, after: int, *, idle_s: float | None = None) -> None:
-        self.task_id = task_id
+
+async def off_request(fn: Callable, *args) -> Any:
+    """Run `fn` on the shared database thread from a context of no request (see above)."""
+    call = on_shared_db(fn)(*args)
+    return await asyncio.get_running_loop().create_task(call, context=contextvars.Context())
+
+
+class Subscription:
+    """One client's place in a task's feed: its own cursor and the events it has yet to send."""
+
+    def __init__(self, feed: Feed, after: int, on_ready: Callable[[], None]) -> None:
+        self.feed = feed
         self.last_seq = after
-        self.poll_s = idle_s if idle_s is not None else settings.REPORTS_POLL_S
-        self.idle_s = self.poll_s  # how long the last idle wait was
-        self._wait_s = self.poll_s
+        self.on_ready = on_ready
+        self.pending: list[Event] = []
+        self.finished = False  # the terminal event is in `pending` or was taken
+        self.replaying = True  # what the feed hands over meanwhile waits in `early`
+        self.early: list[Event] = []
+        self.place: int | None = None  # the task's place in line, when queued
+
+    def take(self) -> list[Event]:
+        """Return the events ready to send, in order, and forget them."""
+        events, self.pending = self.pending, []
+        return events
+
+    def offer(self, events: list[Event]) -> bool:
+        """Queue the events after the cursor; return whether any was new."""
+        if self.replaying:
+            self.early.extend(events)
+            return False
+        fresh = False
+        for event in events:
+            if self.finished or event.seq <= self.last_seq:
+                continue  # already sent, or after the end
+            self.pending.append(event)
+            self.last_seq = event.seq
+            fresh = True
+            if event.type in TERMINAL_EVENTS:
+                self.finished = True
+        return fresh
+
+    def close(self) -> None:
+        self.feed.leave(self)
+
+
+class Feed:
+    """The one follower of a task in this process."""
+
+    def __init__(self, hub: Hub, task_id: str) -> None:
+        self.hub = hub
+        self.task_id = task_id
+        self.subscribers: set[Subscription] = set()
+        self.last_seq: int | None = None  # None until the first read of the table
+        self.place: int | None = None
+        self.finished = False
         self.layer = get_channel_layer()
         self.channel: str | None = None
-        self.finished = False
+        self.listening: asyncio.Task | None = None
+        self.ready = asyncio.Event()
 
-    async def __aenter__(self) -> Follower:
+    async def start(self) -> None:
         if self.layer is not None:
             try:
                 self.channel = await self.layer.new_channel()
                 await self.layer.group_add(group_name(self.task_id), self.channel)
             except Exception:
                 self._layer_failed()
-        return self
-
-    async def __aexit__(self, *exc) -> None:
+        # Joined first, then read: whatever commits from now on reaches the feed.
+        try:
+            self.last_seq = await off_request(_last_seq, self.task_id)
+        except BaseException:
+            self.hub.drop(self)
+            raise
         if self.channel is not None:
-            with contextlib.suppress(Exception):  # an unreachable layer expires it anyway
-                await self.layer.group_discard(group_name(self.task_id), self.channel)
+            self.listening = self.hub.spawn(self._listen())
 
     def _layer_failed(self) -> None:
         """Follow the table alone from now on: the layer is a wake-up, never the truth."""
         log.warning("channel layer unreachable; following task %s by polling", self.task_id)
         self.channel = None
 
-    def _take(self, event: Event) -> Event:
-        self.last_seq = event.seq
-        self._wait_s = self.poll_s
-        if event.type in TERMINAL_EVENTS:
-            self.finished = True
-        return event
-
-    async def events(self) -> AsyncIterator[Event | None]:
-        while not self.finished:
-            stored, ended = await db(events_after)(self.task_id, self.last_seq)
-            for event in stored:
-                yield self._take(event)
-                if self.finished:
-                    return
-            if ended:
-                return  # a finished task with nothing left to send
-            async for live in self._wait_live():
-                yield live
-
-    async def _wait_live(self) -> AsyncIterator[Event | None]:
-        """Yield live events while they come in order; return to re-read the table."""
-        while not self.finished:
-            message = await self._receive()
-            if message is None:
-                yield None
+    async def _listen(self) -> None:
+        while self.channel is not None and not self.finished:
+            try:
+                message = await self.layer.receive(self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self._layer_failed()
                 return
-            if message["seq"] <= self.last_seq:
-                continue  # already sent
-            if message["seq"] != self.last_seq + 1:
-                return  # a gap: the table fills it
-            yield self._take(Event(self.task_id, message["seq"], message["event"], message["data"]))
+            seq = message.get("seq", 0)
+            if seq <= self.last_seq:
+                continue  # already passed on
+            if seq != self.last_seq + 1:
+                self.hub.poll_soon()  # a gap: the table fills it
+                continue
+            self.deliver([Event(self.task_id, seq, message["event"], message["data"])])
 
-    async def _receive(self) -> dict | None:
-        self.idle_s = self._wait_s
-        self._wait_s = min(self._wait_s * 2, self.poll_s * IDLE_BACKOFF)  # if this one idles
-        if self.channel is None:
-            await asyncio.sleep(self.idle_s)
-            return None
+    def deliver(self, events: list[Event]) -> None:
+        events = [e for e in events if e.seq > self.last_seq]
+        if not events:
+            return
+        self.last_seq = events[-1].seq
+        self.finished = any(e.type in TERMINAL_EVENTS for e in events)
+        self.hub.wait_s = self.hub.poll_s
+        for subscriber in list(self.subscribers):
+            if subscriber.offer(events):
+                subscriber.on_ready()
+
+    def polled(self, events: list[Event], place: int | None) -> None:
+        """Take what the poller read: new events, and the place in line when it moved."""
+        self.deliver(events)
+        if place != self.place:
+            self.place = place
+            for subscriber in list(self.subscribers):
+                subscriber.place = place
+                subscriber.on_ready()
+
+    def leave(self, subscriber: Subscription) -> None:
+        self.subscribers.discard(subscriber)
+        if not self.subscribers:
+            self.hub.drop(self)
+
+    async def stop(self) -> None:
+        if self.listening is not None:
+            self.listening.cancel()
+        if self.channel is not None:
+            with contextlib.suppress(Exception):  # an unreachable layer expires it anyway
+                await self.layer.group_discard(group_name(self.task_id), self.channel)
+
+
+def _last_seq(task_id) -> int:
+    return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).first() or 0
+
+
+class Hub:
+    """The feeds of one event loop, and the one poller that reads the table for them."""
+
+    def __init__(self) -> None:
+        self.feeds: dict[str, Feed] = {}
+        self.wait_s = self.poll_s  # until the next read of the table
+        self.poller: asyncio.Task | None = None
+        self.wake = asyncio.Event()
+        self.tasks: set[asyncio.Task] = set()
+
+    @property
+    def poll_s(self) -> float:
+        return settings.REPORTS_POLL_S
+
+    def spawn(self, coro) -> asyncio.Task:
+        """Start a task of the hub's own, outside any request's context."""
+        task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def subscribe(
+        self, task_id, after: int, on_ready: Callable[[], None] = lambda: None
+    ) -> Subscription:
+        """Follow the task from after `after`: joined first, then replayed from the table."""
+        key = str(task_id)
+        feed = self.feeds.get(key)
+        if feed is None:
+            feed = self.feeds[key] = Feed(self, key)
+            try:
+                await feed.start()
+            finally:
+                feed.ready.set()  # also when it failed: a later subscriber tries afresh
+        else:
+            await feed.ready.wait()
+            if feed.last_seq is None:
+                raise RuntimeError(f"the feed of task {key} could not start")
+        subscriber = Subscription(feed, after, on_ready)
+        subscriber.place = feed.place
+        feed.subscribers.add(subscriber)
         try:
-            message = await asyncio.wait_for(self.layer.receive(self.channel), self.idle_s)
-        except TimeoutError:
-            return None
-        except Exception:
-            self._layer_failed()
-            return None
-        self._wait_s = self.poll_s
-        return message
+            stored, ended = await off_request(events_after, key, after)
+        except BaseException:
+            subscriber.close()
+            raise
+        subscriber.replaying = False
+        subscriber.offer(stored)
+        subscriber.offer(subscriber.early)  # what the feed passed on during the replay
+        subscriber.early = []
+        if ended:
+            subscriber.finished = True  # a finished task has nothing more to send
+        if self.poller is None or self.poller.done():
+            self.poller = self.spawn(self._poll())
+        return subscriber
+
+    def poll_soon(self) -> None:
+        self.wake.set()
+
+    def drop(self, feed: Feed) -> None:
+        if self.feeds.get(feed.task_id) is feed:
+            del self.feeds[feed.task_id]
+        self.spawn(feed.stop())
+
+    async def _poll(self) -> None:
+        """Read the table for every live feed at once, less often while nothing moves."""
+        while self.feeds:
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.wait_s)
+            live = [f for f in self.feeds.values() if f.last_seq is not None and not f.finished]
+            if not live:
+                continue
+            self.wait_s = min(self.wait_s * 2, self.poll_s * IDLE_BACKOFF)  # if nothing moved
+            try:
+                read = await off_request(read_feeds, {f.task_id: f.last_seq for f in live})
+            except Exception:
+                log.exception("reading the followed tasks failed; trying again")
+                continue
+            for feed in live:
+                if feed.task_id in read:
+                    feed.polled(*read[feed.task_id])
+
+
+_hubs: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Hub] = weakref.WeakKeyDictionary()
+
+
+def hub() -> Hub:
+    """Return this event loop's hub."""
+    loop = asyncio.get_running_loop()
+    found = _hubs.get(loop)
+    if found is None:
+        found = _hubs[loop] = Hub()
+    return found
+
+
+async def subscribe(task_id, after: int, on_ready: Callable[[], None] = lambda: None):
+    return await hub().subscribe(task_id, after, on_ready)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
 from reports.auth import ApiError, authenticate, owned_task
 from reports.models import TERMINAL, Task
-from reports.streaming.follower import Follower
+from reports.streaming import follower, limits
 
 KEEPALIVE_S = 15.0
+# Sent first, so that the headers leave at once on every server (daphne holds them
+# until the first body bytes): a keep-alive comment, which clients ignore.
+OPENING = b": ping\n\n"
 
 
 def resume_point(request: HttpRequest) -> int:
@@ -24,40 +27,65 @@ def resume_point(request: HttpRequest) -> int:
     return int(raw)
 
 
-def _authorise_events(request: HttpRequest, task_id) -> tuple[Task, int]:
+def _authorise_events(request: HttpRequest, task_id) -> tuple[Task, int, object]:
     user = authenticate(request)
-    return owned_task(user, task_id), resume_point(request)
+    return owned_task(user, task_id), resume_point(request), user
 
 
 async def events(request: HttpRequest, task_id) -> HttpResponse:
     if request.method != "GET":
         return ApiError(405, "method_not_allowed", "Use GET.", {"Allow": "GET"}).response()
     try:
-        task, after = await sync_to_async(_authorise_events)(request, task_id)
+        # Off the request's own thread: its connection would stay open with the stream.
+        task, after, user = await follower.off_request(_authorise_events, request, task_id)
     except ApiError as exc:
         return exc.response()
     if task.status in TERMINAL and after >= task.last_seq:
         # Nothing will ever follow: 204 is what makes an EventSource stop reconnecting
         # (docs/api.md), where an empty 200 stream would have it reconnect forever.
         return HttpResponse(status=204)
-    response = StreamingHttpResponse(
-        sse_stream(task.pk, after), content_type="text/event-stream; charset=utf-8"
-    )
+    slot = limits.take_slot(user)
+    if slot is None:
+        return ApiError(
+            429,
+            "too_many_streams",
+            "Too many open streams for this account; close a page or a stream and retry.",
+            {"Retry-After": "5"},
+        ).response()
+    response = EventStreamResponse(sse_stream(task.pk, after), slot)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
 
 
+class EventStreamResponse(StreamingHttpResponse):
+    """An event stream that holds one of its user's stream slots until it is closed
+    (every server closes a response when it ends, however it ended)."""
+
+    def __init__(self, stream, slot: limits.StreamSlot) -> None:
+        super().__init__(stream, content_type="text/event-stream; charset=utf-8")
+        self.slot = slot
+
+    def close(self) -> None:
+        self.slot.release()
+        super().close()
+
+
 async def sse_stream(task_id, after: int):
-    idle = 0.0
-    async with Follower(task_id, after) as follower:
-        async for event in follower.events():
-            if event is None:
-                idle += follower.idle_s
-                if idle >= KEEPALIVE_S:
-                    idle = 0.0
-                    yield b": ping\n\n"
-                continue
-            idle = 0.0
-            data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
-            yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+    ready = asyncio.Event()
+    yield OPENING
+    subscription = await follower.subscribe(task_id, after, ready.set)
+    try:
+        while True:
+            ready.clear()  # before taking: what arrives from now on sets it again
+            for event in subscription.take():
+                data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
+                yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
+            if subscription.finished and not subscription.pending:
+                return
+            try:
+                await asyncio.wait_for(ready.wait(), KEEPALIVE_S)
+            except TimeoutError:
+                yield b": ping\n\n"
+    finally:
+        subscription.close()

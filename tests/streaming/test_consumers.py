@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
+import shutil
+import socket
+import subprocess
+import time
 import uuid
+from collections import Counter
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -14,11 +20,12 @@ from project.asgi import application
 from reports.models import Status, Task
 from reports.streaming import broadcast
 from reports.worker import leases
-from tests.helpers import submit, task_of
+from tests.helpers import queries_on_shared_db, submit, task_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
+QUERIES_PER_CONNECT = 8
 DELTA = re.compile(r'<template data-delta data-seq="(\d+)" data-attempt="(\d+)">(.*?)</template>')
 BATCH_SEQ = re.compile(r'<template data-batch data-seq="(\d+)">')
 
@@ -220,3 +227,119 @@ async def test_a_queued_task_gets_its_place_in_line(alice, settings):
     assert BATCH_SEQ.search(message)[1] == "0"
     assert 'data-task-status="queued"' in message and "next in line" in message
     await comm.disconnect()
+
+
+async def test_a_user_over_the_cap_of_open_streams_is_refused_at_the_handshake(alice, settings):
+    settings.REPORTS_MAX_STREAMS_PER_USER = 2
+    task = await queued_task(alice)
+    cookie = await session_cookie(alice)
+    held = [communicator(task.pk, cookie=cookie) for _ in range(2)]
+    for comm in held:
+        assert (await comm.connect())[0]
+
+    await refused(communicator(task.pk, cookie=cookie))
+
+    await held[0].disconnect()  # a closed page gives its place back
+    again = communicator(task.pk, cookie=cookie)
+    assert (await again.connect())[0]
+    for comm in (again, held[1]):
+        await comm.disconnect()
+
+
+async def test_idle_pages_hold_no_asyncio_task_of_their_own(alice, settings):
+    settings.REPORTS_POLL_S = 0.05
+    task = await queued_task(alice)
+    cookie = await session_cookie(alice)
+    before = len(asyncio.all_tasks())
+    pages = [communicator(task.pk, cookie=cookie) for _ in range(20)]
+    for comm in pages:
+        assert (await comm.connect())[0]
+        assert "next in line" in await comm.receive_from(timeout=5)
+
+    # Each connection is what Channels runs for it (the application, its wait for the
+    # client) and nothing more; the task's feed (its layer listener, the process's
+    # poller) is shared by all twenty.
+    running = Counter(t.get_coro().__qualname__ for t in asyncio.all_tasks())
+    assert running["Feed._listen"] == running["Hub._poll"] == 1
+    assert not [name for name in running if name.startswith("TaskConsumer")]
+    assert len(asyncio.all_tasks()) - before <= 2 * len(pages) + 2
+    for comm in pages:
+        await comm.disconnect()
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def private_redis(settings):
+    """A Redis server of the test's own (never the shared one), as the channel layer."""
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not listening(port):  # wait, boundedly, until the server takes connections
+            assert server.poll() is None and time.monotonic() < deadline, "redis did not start"
+            time.sleep(0.02)
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}"]},
+            }
+        }
+        yield server
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server")
+async def test_an_open_page_outlives_a_redis_outage_and_keeps_streaming(
+    alice, settings, private_redis
+):
+    settings.REPORTS_POLL_S = 0.05
+    task = await queued_task(alice)
+    run = await claim(task)  # seq 1
+    comm = communicator(task.pk, cookie=await session_cookie(alice), after=1)
+    assert (await comm.connect())[0]
+    live = await persist_delta(run, "before ")  # seq 2, fanned out through Redis
+    await broadcast.publish([live])
+    assert deltas(await receive_until_seq(comm, 2)) == [(2, "before ")]
+
+    private_redis.terminate()
+    await asyncio.to_thread(private_redis.wait, 10)
+    await persist_delta(run, "during")  # seq 3: in the table; no layer to carry it
+
+    assert deltas(await receive_until_seq(comm, 3)) == [(3, "during")]
+    await persist_success(run)  # seq 4 finalizing, seq 5 succeeded
+    assert 'data-task-status="succeeded"' in "".join(await receive_until_seq(comm, 5))
+    assert await comm.receive_output(timeout=5) == {"type": "websocket.close", "code": 1000}
+    await comm.disconnect()
+
+
+async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(alice, settings):
+    settings.REPORTS_POLL_S = 60  # no poll of the table meanwhile
+    task = await queued_task(alice)
+    run = await claim(task)
+    for word in ("a",) * 30:
+        await persist_delta(run, word)
+    cookie = await session_cookie(alice)
+    comm = communicator(task.pk, cookie=cookie)
+
+    # session, user, the task, its status, the feed's start, the replay (status, events),
+    # the status line (the attempt's elapsed time)
+    async with queries_on_shared_db() as queries:
+        assert (await comm.connect())[0]
+        assert len(deltas(await receive_until_seq(comm, 31))) == 30
+    await comm.disconnect()
+    assert 3 <= len(queries) <= QUERIES_PER_CONNECT, [q["sql"] for q in queries.captured_queries]

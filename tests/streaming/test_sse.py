@@ -10,14 +10,15 @@ import json
 from dataclasses import dataclass
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.db import connection
 from django.test import AsyncClient
 
 from reports import lifecycle
 from reports.models import TERMINAL, Status, Task, TaskEvent
 from reports.streaming import broadcast, sse
 from reports.worker.leases import Claim, claim_next_task
-from tests.helpers import saved_report
+from tests.helpers import queries_on_shared_db, saved_report
 
 db = sync_to_async
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,8 +75,11 @@ class Stream:
         return events
 
     async def close(self) -> None:
+        """Close the stream as a server does when its client goes: the body, then the
+        response."""
         if not self.closed:
             await self.chunks.aclose()
+        self.response.close()
 
 
 @pytest.fixture
@@ -368,10 +372,10 @@ async def test_an_idle_stream_sends_keep_alive_comments_never_events(
     running = await claim(task)
     stream = await follow(alice_async, task.pk, "?after=1")
 
-    raw = ""
-    while ": ping" not in raw:
+    raw = (await asyncio.wait_for(anext(stream.chunks), WAIT_S)).decode()
+    assert raw == ": ping\n\n"  # the opening comment
+    while ": ping" not in raw[len(": ping\n\n") :]:
         raw += (await asyncio.wait_for(anext(stream.chunks), WAIT_S)).decode()
-    assert raw.startswith(": ping\n\n")
     assert "event:" not in raw and "id:" not in raw
 
     await append(running, "after the pause")
@@ -407,3 +411,102 @@ async def test_with_the_channel_layer_down_the_stream_still_delivers_every_event
     assert await stream.next() == SSE(2, "delta", {"text": "Hello", "attempt": 1})
     await fail(running)
     assert [(e.id, e.event) for e in await stream.rest()] == [(3, "failed")]
+
+
+async def test_the_headers_go_out_at_once_for_a_task_with_nothing_to_send(
+    alice_async, make_task, settings
+):
+    settings.REPORTS_POLL_S = 60
+    task = await db(make_task)()
+    stream = await follow(alice_async, task.pk, f"?after={task.last_seq}")
+
+    # Long before the first keep-alive (15 s): a server that holds the headers until the
+    # first body bytes (daphne) sends them now.
+    assert await asyncio.wait_for(anext(stream.chunks), 2.0) == b": ping\n\n"
+    await stream.close()
+
+
+async def test_a_user_over_the_cap_of_open_streams_gets_429_and_others_are_not_affected(
+    alice_async, bob, make_task, settings
+):
+    settings.REPORTS_MAX_STREAMS_PER_USER = 2
+    settings.REPORTS_POLL_S = 60
+    task = await db(make_task)()
+    open_streams = [await follow(alice_async, task.pk) for _ in range(2)]
+    for stream in open_streams:
+        await anext(stream.chunks)  # the stream is open
+
+    refused = await alice_async.get(f"/api/tasks/{task.pk}/events")
+    assert refused.status_code == 429 and refused["Retry-After"]
+    assert refused.json()["error"]["code"] == "too_many_streams"
+    bobs_task = await db(make_task)(owner=bob)
+    bob_async = AsyncClient()
+    await bob_async.aforce_login(bob)
+    assert (await bob_async.get(f"/api/tasks/{bobs_task.pk}/events")).status_code == 200
+
+    await open_streams[0].close()
+    again = await follow(alice_async, task.pk)  # a closed stream gives its place back
+    await again.close()
+    await open_streams[1].close()
+
+
+@db
+def connections_lent() -> int:
+    """Connections the process's pool has lent out and not had back."""
+    stats = connection.pool.get_stats()
+    return stats["pool_size"] - stats["pool_available"]
+
+
+async def one_request(client, task_id, opened: asyncio.Queue, go: asyncio.Event) -> SSE:
+    """Follow the task as one ASGI request does, in a thread-sensitive context of its own
+    (where Django runs each request's synchronous work in a thread of that request)."""
+    async with ThreadSensitiveContext():
+        stream = await follow(client, task_id)
+        await opened.put((await stream.next()).id)
+        await go.wait()
+        try:
+            return await stream.next()
+        finally:
+            await stream.close()
+
+
+@pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="counts the PostgreSQL pool's connections"
+)
+async def test_open_streams_take_no_database_connection_each(alice_async, make_task, settings):
+    settings.REPORTS_MAX_STREAMS_PER_USER = 100
+    settings.REPORTS_POLL_S = 0.05
+    task = await db(make_task)()
+    running = await claim(task)
+    opened: asyncio.Queue = asyncio.Queue()
+    go = asyncio.Event()
+    requests = [
+        asyncio.create_task(one_request(alice_async, task.pk, opened, go)) for _ in range(40)
+    ]
+    for _ in requests:
+        assert await asyncio.wait_for(opened.get(), WAIT_S) == 1  # each has read the table
+
+    # Open streams hold no connection each (40 here): a fixed few are lent out (the
+    # shared database thread's, the test's own), whatever the number of streams.
+    assert await connections_lent() <= 3
+    await append(running, "to all")
+    go.set()
+    delivered = await asyncio.wait_for(asyncio.gather(*requests), WAIT_S)
+    assert delivered == [SSE(2, "delta", {"text": "to all", "attempt": 1})] * len(requests)
+
+
+async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(
+    alice_async, make_task, settings
+):
+    settings.REPORTS_POLL_S = 60  # no poll of the table meanwhile
+    task = await db(make_task)()
+    running = await claim(task)
+    for _ in range(30):
+        await append(running, "a")
+
+    # session, user, the task, the feed's start, the replay (status, events)
+    async with queries_on_shared_db() as queries:
+        stream = await follow(alice_async, task.pk)
+        assert [e.id for e in [await stream.next() for _ in range(31)]] == list(range(1, 32))
+    await stream.close()
+    assert 3 <= len(queries) <= 6, [q["sql"] for q in queries.captured_queries]
