@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 TEMPLATE = "reports/task.html"
 MAX_BATCH_EVENTS = 200  # a replay of a long report goes out in a few messages, not one
 QUEUED_REFRESH_S = 2.0  # how often a queued task's place in line is re-read
+# A socket that carries nothing for this long gets an empty batch: the page counts a
+# silence over twice this as a dead connection (docs/pages.md: data-connection).
+HEARTBEAT_S = 10.0
 _END = object()
 
 
@@ -83,7 +86,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
     async def _send_batches(
         self, task: Task, last_seq: int, status_data: dict, queue: asyncio.Queue
     ) -> None:
-        refreshed_at = time.monotonic()
+        refreshed_at = sent_at = time.monotonic()
         while True:
             items = [await queue.get()]
             # Whatever else is ready now goes in the same message.
@@ -101,11 +104,15 @@ class TaskConsumer(AsyncWebsocketConsumer):
                     message, latest = await db(live_message)(task, events, last_seq)
                 status_data = latest or status_data
                 await self.send(text_data=message)
+                sent_at = time.monotonic()
             elif items[0] is None:
                 stale = time.monotonic() - refreshed_at >= QUEUED_REFRESH_S
                 if status_data.get("status") == Status.QUEUED and stale:
                     refreshed_at = time.monotonic()
                     await self._refresh_queued(task, status_data, last_seq)
+                if time.monotonic() - sent_at >= HEARTBEAT_S:
+                    await self.send(text_data=heartbeat(last_seq))
+                    sent_at = time.monotonic()
             if items[-1] is _END or status_data.get("status") in TERMINAL:
                 return
 
@@ -183,11 +190,14 @@ def status_fragment(task: Task, status_data: dict) -> str:
     return render_to_string(f"{TEMPLATE}#status", {"status": status, "oob": True})
 
 
+def heartbeat(last_seq: int) -> str:
+    """Render a message that carries no event: it only shows the connection is alive."""
+    return f'<template data-batch data-seq="{last_seq}"></template>'
+
+
 def status_refresh(task: Task, status_data: dict, last_seq: int) -> str:
     """Render a message that only refreshes the status line (a queued task's place)."""
-    return f'<template data-batch data-seq="{last_seq}"></template>' + status_fragment(
-        task, status_data
-    )
+    return heartbeat(last_seq) + status_fragment(task, status_data)
 
 
 def outcome_fragments(task: Task, status_data: dict) -> str:
