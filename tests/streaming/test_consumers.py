@@ -220,3 +220,19 @@ async def test_a_queued_task_gets_its_place_in_line(alice, settings):
     assert BATCH_SEQ.search(message)[1] == "0"
     assert 'data-task-status="queued"' in message and "next in line" in message
     await comm.disconnect()
+
+
+async def test_a_silent_running_task_still_sends_a_heartbeat(alice, settings, monkeypatch):
+    """A page counts a silent socket as dead: one that carries no event still speaks."""
+    from reports.streaming import consumers
+
+    settings.REPORTS_POLL_S = 0.05
+    monkeypatch.setattr(consumers, "HEARTBEAT_S", 0.2)
+    task = await queued_task(alice)
+    await claim(task)  # seq 1: running; then nothing more is written
+    comm = communicator(task.pk, cookie=await session_cookie(alice), after=1)
+    assert (await comm.connect())[0]
+    message = await comm.receive_from(timeout=5)
+    assert message == '<template data-batch data-seq="1"></template>'
+    assert await comm.receive_from(timeout=5) == message  # and again, while it stays silent
+    await comm.disconnect()
