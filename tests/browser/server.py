@@ -1,8 +1,8 @@
 """Run the real application in a subprocess, as the demo does, on a throwaway database.
 
-
-
-on one machine.
+`manage.py runserver --noreload --insecure` (daphne's, with DEBUG off and serving its own
+static files, as in the demo) with the embedded worker: one process is the whole system,
+as in production on one machine.
 """
 
 from __future__ import annotations
