@@ -170,9 +170,6 @@
     });
     xhr.addEventListener("abort", done);
 
-    var data = new FormData(form);
-    // The page offers an earlier report of the same documents, with a way to write a new one.
-    data.set("reuse", "1");
-    xhr.send(data);
+    xhr.send(new FormData(form));
   });
 })();
