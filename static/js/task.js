@@ -33,7 +33,6 @@
   var cancelOutcome = root.querySelector("[data-cancel-outcome]");
   var announcer = root.querySelector("[data-announcer]");
   var retryForm = root.querySelector("[data-retry]");
-  var report = root.querySelector("[data-report-rendered]");
   var statusBar = root.querySelector("[data-status-bar]");
   var jump = root.querySelector("[data-action=jump-latest]");
   var INCOMPLETE = ["failed", "cancelled", "reconciliation_required"];
@@ -308,10 +307,16 @@
     return null;
   }
 
+  // The rendered report, as swapped in last (each swap replaces the element).
+  function renderedReport() {
+    return root.querySelector("[data-report-rendered]");
+  }
+
   function keepReading(place) {
     if (!place) {
       return;
     }
+    var report = renderedReport();
     var blocks = report.querySelectorAll("h1, h2, h3, h4, p, li, td, th");
     for (var i = 0; i < blocks.length; i++) {
       if (words(blocks[i].textContent).indexOf(place.text) >= 0) {
@@ -646,6 +651,7 @@
   // --- copy and download of the text -------------------------------------------------
 
   function shownText() {
+    var report = renderedReport();
     return report.hidden ? textNode.data : report.innerText;
   }
 
