@@ -1,6 +1,8 @@
 """With reuse=1, an earlier report of the same documents is offered again, never across
 users; without it a new task is always made; idempotency replays keep their own meaning."""
 
+import re
+
 import pytest
 
 from reports import submissions
@@ -166,3 +168,16 @@ def test_the_upload_page_shows_the_remaining_budget(alice_client, alice, setting
     page = alice_client.get("/")
     assert b"data-budget" in page.content
     assert b"$2.50 left of $2.50" in page.content
+
+
+def test_the_budget_line_separates_running_reports_from_an_admins_check(
+    alice_client, alice, unanswered_task, settings
+):
+    task_of(submit(alice_client))  # queued: its reservation is held while it runs
+    page = alice_client.get("/").content.decode()
+    running = re.search(r"data-budget-running>(\$\d+\.\d\d|< \$0\.01) held for running", page)
+    awaiting = re.search(
+        r"data-budget-awaiting>(\$\d+\.\d\d|< \$0\.01) awaiting an admin's check", page
+    )
+    assert running and awaiting, page[page.index("data-budget") :][:400]
+    assert "in progress" not in page
