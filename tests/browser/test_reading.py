@@ -103,3 +103,26 @@ def test_files_the_server_would_refuse_are_refused_before_the_upload(
     expect(error).to_contain_text("at most 10 files")
     page.click("[data-upload-submit]")
     assert uploads == []
+
+
+def test_the_partial_text_downloads_and_the_report_copies(open_page, fast_server, sample_file):
+    page = open_page(fast_server)
+    upload(page, sample_file, scenario="error")
+    expect(page.locator("[data-task-status]")).to_have_attribute(
+        "data-task-status", "failed", timeout=30_000
+    )
+    with page.expect_download() as download:
+        page.click("[data-action=download-partial]")
+    assert download.value.suggested_filename == "harbours-report-partial.md"
+    kept = page.locator("[data-report-stream]").evaluate("e => e.textContent")
+    assert download.value.path().read_text(encoding="utf-8") == kept
+
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    upload(page, sample_file)
+    expect(page.locator("a[data-download]")).to_have_attribute(
+        "download", "harbours-report.md", timeout=30_000
+    )
+    page.click("[data-action=copy]")
+    expect(page.locator("[data-copy-outcome]")).to_have_text("Copied.")
+    copied = page.evaluate("() => navigator.clipboard.readText()")
+    assert copied.startswith(page.locator("[data-report-rendered] h1").inner_text())
