@@ -46,3 +46,17 @@ def test_a_tasks_page_opens_on_its_outcome_and_waterfall(admin_client, harbour_t
     assert page.index("Outcome") < page.index("waterfall") < page.index("Execution")
     created = harbour_task.created_at.strftime("%Y-%m-%d %H:%M:%S UTC")
     assert created in page
+
+
+def test_mark_failed_writes_the_same_task_ended_line_as_every_end(
+    admin_client, unanswered_task, caplog, django_capture_on_commit_callbacks
+):
+    with caplog.at_level("INFO"), django_capture_on_commit_callbacks(execute=True):
+        admin_client.post(
+            CHANGELIST,
+            {"action": "fail_reconciled", "_selected_action": [str(unanswered_task.pk)]},
+        )
+    unanswered_task.refresh_from_db()
+    assert unanswered_task.status == "failed"
+    ended = [r for r in caplog.records if r.getMessage() == "task.ended"]
+    assert len(ended) == 1
