@@ -57,11 +57,7 @@ def logged_in(browser, base_url: str, cookie: str):
 
 
 def ask_for_a_fresh_report(page) -> None:
-    """Add fresh=1 to the upload form: a new task even when an earlier report would do."""
+    """Drop the upload form's reuse=1: a new task even when an earlier report would do."""
     page.evaluate(
-        """() => {
-            const field = document.createElement("input");
-            Object.assign(field, {type: "hidden", name: "fresh", value: "1"});
-            document.querySelector("form[data-upload]").append(field);
-        }"""
+        """() => document.querySelector("form[data-upload] input[name=reuse]").remove()"""
     )

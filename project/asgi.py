@@ -110,8 +110,11 @@ class Drains:
                 closing.set()
 
         self.open[close] = asyncio.current_task()
+        # A WebSocket hears its own close from the server; an event stream is told here
+        # (waiting for that costs two asyncio tasks a connection, so only streams do).
+        receiving = receive if scope["type"] == "websocket" else guarded_receive
         try:
-            await self.app(scope, guarded_receive, guarded_send)
+            await self.app(scope, receiving, guarded_send)
         finally:
             self.open.pop(close, None)
 

@@ -16,7 +16,7 @@ from django.http import (
 from django.http.request import RawPostDataException
 from django.urls import reverse
 
-from reports import lifecycle, storage, submissions
+from reports import lifecycle, presentation, storage, submissions
 from reports.auth import ApiError, api_view, owned_task
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.observability import tracing
@@ -146,14 +146,18 @@ def tasks(request: HttpRequest, user) -> JsonResponse:
 
 def create_task(request: HttpRequest, user) -> JsonResponse:
     submission = submissions.read_submission(request)
-    # An earlier report of the same documents is offered at once, reserving nothing;
-    # the form field fresh=1 asks for a new one.
+    # With reuse=1, an earlier report of the same documents is offered at once, reserving
+    # nothing; without it a new task is always created (docs/api.md).
     earlier = submissions.earlier_result(user, submission)
     if earlier is not None:
         response = JsonResponse(task_body(earlier), status=200)
         response["Location"] = f"/api/tasks/{earlier.pk}"
         response["Reused-Result"] = "true"
         return response
+    return _submitted(request, user, submission)
+
+
+def _submitted(request: HttpRequest, user, submission: submissions.Submission) -> JsonResponse:
     with tracing.admission(request):
         task, replayed = submissions.submit(user, submission)
     task.refresh_from_db()
@@ -162,6 +166,16 @@ def create_task(request: HttpRequest, user) -> JsonResponse:
     if replayed:
         response["Idempotent-Replayed"] = "true"
     return response
+
+
+@api_view({"POST"})
+def retry(request: HttpRequest, user, task_id) -> JsonResponse:
+    """Start a new task from an ended task's stored documents; the old task stays as it was."""
+    task = owned_task(user, task_id)
+    key = submissions.read_idempotency_key(request)
+    raw = request.POST.get("instructions")
+    instructions = None if raw is None else submissions.read_instructions(raw)
+    return _submitted(request, user, submissions.resubmission(task, key, instructions))
 
 
 @api_view({"GET"})
@@ -192,7 +206,7 @@ def result(request: HttpRequest, user, task_id) -> FileResponse:
     return FileResponse(
         report,
         as_attachment=True,
-        filename=f"report-{task.pk}.md",
+        filename=presentation.download_name(task),
         content_type="text/markdown; charset=utf-8",
     )
 

@@ -10,16 +10,17 @@ live stream then continues after that seq.
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import DurationField, ExpressionWrapper, F
+from django.db.models import DurationField, ExpressionWrapper, F, Sum
 from django.db.models.functions import Now
 
-from reports.budgets import format_usd
+from reports.budgets import MICROS
 from reports.models import TERMINAL, Attempt, CostStatus, Status, Task, TaskEvent
 
 WAIT_SAMPLE = 20  # succeeded tasks of the lane that the wait estimate is based on
@@ -64,8 +65,9 @@ FAILURES = {
     "stalled": ("stalled", "The provider stalled: no text arrived for too long."),
     "timeout": ("timed out", "The report timed out: it ran past the task's time limit."),
     "validation_failed": (
-        "failed validation",
-        "The report failed validation, so it was not saved.",
+        "did not pass the checks",
+        "The report was written in full but did not have the shape of a report (a title, "
+        "a summary and at least one more section), so it was not saved.",
     ),
     "save_failed": ("could not be saved", "The report could not be saved."),
     "invalid_input": ("the document could not be read", "The document could not be read."),
@@ -170,19 +172,15 @@ def status_context(task: Task, data: dict, *, has_text: bool = False) -> dict[st
     if value == Status.QUEUED:
         context["detail"] = _queued_detail(task, data, attempt)
     elif value == Status.RUNNING:
-        context["detail"] = f"attempt {attempt}" if attempt else "starting"
+        context["detail"] = "trying again" if attempt > 1 else ""
         context["stage"] = "writing" if has_text else "waiting"
         context["elapsed_ms"] = attempt_elapsed_ms(task.pk, attempt)
     elif value == Status.FINALIZING:
-        context["detail"] = f"attempt {attempt} — checking and saving the report"
+        context["detail"] = "checking and saving the report"
     elif value == Status.SUCCEEDED:
-        context["detail"] = "the report was checked and saved" + (
-            f" (attempt {attempt})" if attempt > 1 else ""
-        )
+        context["detail"] = "the report was checked and saved"
     elif value == Status.FAILED:
         context["detail"] = FAILURES.get(data.get("error_type", ""), ("failed", ""))[0]
-    elif value == Status.CANCELLED:
-        context["detail"] = "cancelled by you"
     elif value == Status.RECONCILIATION_REQUIRED:
         context["detail"] = "needs an admin"
     return context
@@ -197,12 +195,12 @@ def _queued_detail(task: Task, data: dict, attempt: int) -> str:
         return line
     after = data.get("retry_after_s")
     if after:
-        why = f"retrying after the provider asked to wait {after:g} s"
+        why = f"trying again: the provider asked us to wait {after:g} s"
     elif "retry_after_s" in data:
-        why = "retrying after a provider error"
+        why = "trying again after a provider error"
     else:
-        why = f"starting again: attempt {attempt} was interrupted"
-    return f"attempt {attempt + 1} — {why}; {line}"
+        why = "starting again: the last try was interrupted"
+    return f"{why}; {line}"
 
 
 def incomplete_context(status: str, data: dict) -> dict[str, str] | None:
@@ -219,12 +217,22 @@ def incomplete_context(status: str, data: dict) -> dict[str, str] | None:
         reason = UNKNOWN_OUTCOME
     else:
         reason = FAILURES.get(data.get("error_type", ""), ("", "The report failed."))[1]
-    partial = (
-        "The text below is what arrived before it stopped; it is incomplete."
-        if data.get("partial")
-        else "No text arrived."
-    )
+    if not data.get("partial"):
+        partial = "No text arrived."
+    elif data.get("error_type") == "validation_failed":
+        partial = "The text below arrived whole; it is shown as written, without formatting."
+    else:
+        partial = "The text below is what arrived before it stopped; it is incomplete."
     return {"reason": reason, "message": message, "partial": partial}
+
+
+# CommonMark's backslash escapes: a backslash before ASCII punctuation.
+_MARKDOWN_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def readable(text: str) -> str:
+    """Return streamed Markdown as a reader sees it in plain text: no escape backslashes."""
+    return _MARKDOWN_ESCAPE.sub(r"\1", text)
 
 
 # --- the page snapshot ---------------------------------------------------------------
@@ -265,7 +273,7 @@ def snapshot(task: Task) -> Snapshot:
         if status_data["status"] == Status.RUNNING:
             attempt = max(attempt, number)
     earlier = [
-        EarlierAttempt(number, "".join(parts))
+        EarlierAttempt(number, readable("".join(parts)))
         for number, parts in sorted(texts.items())
         if number < attempt and "".join(parts)
     ]
@@ -273,7 +281,7 @@ def snapshot(task: Task) -> Snapshot:
         seq=task.last_seq,
         status_data=status_data,
         attempt=attempt,
-        text="".join(texts.get(attempt, [])),
+        text=readable("".join(texts.get(attempt, []))),
         earlier=earlier,
     )
 
@@ -285,6 +293,14 @@ def task_title(task: Task) -> str:
     if len(names) == 1:
         return names[0]
     return f"{names[0]} and {len(names) - 1} more"
+
+
+def download_name(task: Task) -> str:
+    """Return the report's file name: the first document's, as `<document>-report.md`."""
+    first = next(iter(task.documents.all()), None)
+    stem = first.name.rsplit(".", 1)[0] if first is not None else ""
+    stem = re.sub(r"[^\w.-]+", "-", stem).strip(".-")[:100]
+    return f"{stem or 'report'}-report.md"
 
 
 def page_context(task: Task) -> dict[str, Any]:
@@ -311,6 +327,8 @@ def outcome_context(task: Task, status_data: dict) -> dict[str, Any]:
         "succeeded": succeeded,
         "active": status not in TERMINAL,
         "incomplete": incomplete_context(status, status_data),
+        "partial": bool(status_data.get("partial")),
+        "download_name": download_name(task),
         "report_html": task.report_html if succeeded else "",
         "late_cancel": succeeded and task.cancel_requested_at is not None,
         "cost": cost_words(task),  # settled in the same transaction as the end
@@ -342,7 +360,7 @@ def home_rows(user, limit: int = 50) -> list[dict[str, Any]]:
         if task.status == Status.QUEUED:
             detail = f"{ordinal(task.queue_position())} in line"
         elif task.status == Status.RUNNING:
-            detail = f"attempt {task.attempt_count}"
+            detail = "writing"
         elif task.status == Status.FAILED:
             detail = FAILURES.get(task.error_type, ("", ""))[0]
         rows.append(
@@ -363,26 +381,43 @@ def any_active(rows: Iterable[dict]) -> bool:
 # --- money ---------------------------------------------------------------------------
 
 
+def usd(micros: int) -> str:
+    """Return an amount for a user: to the cent, and "< $0.01" for a sub-cent one."""
+    if 0 < micros < MICROS // 100:
+        return "< $0.01"
+    cents = (micros + MICROS // 200) // (MICROS // 100)  # to the nearest cent
+    return f"${cents // 100:,}.{cents % 100:02d}"
+
+
 def budget_context(budget) -> dict[str, str]:
-    """Return the user's budget in dollars, for the upload form."""
+    """Return the user's budget in dollars, for the upload form: what is left, and what is
+    held, split into reports still running and outcomes awaiting an admin's check."""
+    awaiting = (
+        Task.objects.filter(
+            owner_id=budget.user_id, cost_status=CostStatus.PENDING_RECONCILIATION
+        ).aggregate(held=Sum("reserved_micros"))["held"]
+        or 0
+    )
+    running = max(0, budget.reserved_micros - awaiting)
     return {
-        "remaining": format_usd(max(0, budget.remaining_micros)),
-        "limit": format_usd(budget.limit_micros),
-        "reserved": format_usd(budget.reserved_micros) if budget.reserved_micros else "",
+        "remaining": usd(max(0, budget.remaining_micros)),
+        "limit": usd(budget.limit_micros),
+        "running": usd(running) if running else "",
+        "awaiting": usd(awaiting) if awaiting else "",
     }
 
 
 def cost_words(task: Task) -> str:
     """Return what the task cost, or holds, in plain words; "" before budgets existed."""
     if task.cost_status == CostStatus.RESERVED:
-        return f"up to {format_usd(task.reserved_micros)} reserved from your budget"
+        return f"up to {usd(task.reserved_micros)} reserved from your budget"
     if task.cost_status == CostStatus.SETTLED:
-        return f"cost {format_usd(task.cost_micros or 0)}"
+        return f"cost {usd(task.cost_micros or 0)}"
     if task.cost_status == CostStatus.RELEASED:
         return "cost nothing"
     if task.cost_status == CostStatus.PENDING_RECONCILIATION:
         return (
-            f"cost not yet known: {format_usd(task.reserved_micros)} stays reserved "
+            f"cost not yet known: {usd(task.reserved_micros)} stays reserved "
             "until an administrator settles it"
         )
     return ""

@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from reports import budgets, storage, wakeups
 from reports.auth import MB, ApiError, raise_if_upload_stopped
-from reports.models import CostStatus, Document, Lane, Status, Task
+from reports.models import TERMINAL, CostStatus, Document, Lane, Status, Task
 from reports.observability import logs, task_logs, tracing
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
 from reports.parsers.base import InvalidContent, UnsupportedContent
@@ -68,7 +68,7 @@ class Submission:
     instructions: str
     scenario: str
     idempotency_key: str | None
-    fresh: bool = False  # write a new report even when an earlier one would do
+    reuse: bool = False  # answer with an earlier report of the same content, when there is one
 
     @cached_property  # read by reuse, replay and create: the whole request hashed once
     def fingerprint(self) -> str:
@@ -84,13 +84,31 @@ class Submission:
         return digest.hexdigest()
 
 
-def read_submission(request) -> Submission:
-    """Return the checked submission of a POST /api/tasks, or raise ApiError."""
+def read_idempotency_key(request) -> str | None:
+    """Return the request's Idempotency-Key header, or raise ApiError 400 for a bad one."""
     key = request.headers.get("Idempotency-Key")
     if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
         raise ApiError(
             400, "invalid_request", "Idempotency-Key must be 1 to 255 printable ASCII characters."
         )
+    return key
+
+
+def read_instructions(raw: str) -> str:
+    """Return form instructions fit to store, or raise ApiError 400 when they are too long."""
+    instructions = clean_text(raw).strip()
+    if len(instructions) > settings.REPORTS_MAX_INSTRUCTIONS_CHARS:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"Instructions are limited to {settings.REPORTS_MAX_INSTRUCTIONS_CHARS} characters.",
+        )
+    return instructions
+
+
+def read_submission(request) -> Submission:
+    """Return the checked submission of a POST /api/tasks, or raise ApiError."""
+    key = read_idempotency_key(request)
     files = request.FILES.getlist("files")
     # The upload limits may have stopped the parse: what arrived is incomplete.
     raise_if_upload_stopped(request)
@@ -100,20 +118,9 @@ def read_submission(request) -> Submission:
         raise ApiError(
             413, "file_too_large", f"At most {settings.REPORTS_MAX_FILES} files per request."
         )
-    instructions = clean_text(request.POST.get("instructions", "")).strip()
-    if len(instructions) > settings.REPORTS_MAX_INSTRUCTIONS_CHARS:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"Instructions are limited to {settings.REPORTS_MAX_INSTRUCTIONS_CHARS} characters.",
-        )
+    instructions = read_instructions(request.POST.get("instructions", ""))
     scenario = request.POST.get("scenario", "").strip() or "ok"
-    if scenario != "ok" and not settings.REPORTS_ALLOW_SCENARIOS:
-        raise ApiError(400, "invalid_request", "Scenarios are not enabled on this server.")
-    if scenario not in SCENARIOS:
-        raise ApiError(
-            400, "invalid_request", f"Unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}."
-        )
+    _check_scenario(scenario)
     uploads = tuple(_checked_upload(f) for f in files)
     total = sum(len(u.data) for u in uploads)
     if total > settings.REPORTS_MAX_REQUEST_MB * MB:
@@ -122,8 +129,18 @@ def read_submission(request) -> Submission:
             "file_too_large",
             f"The files add up to more than {settings.REPORTS_MAX_REQUEST_MB:g} MB.",
         )
-    fresh = request.POST.get("fresh", "").strip().lower() in {"1", "true", "on", "yes"}
-    return Submission(uploads, instructions, scenario, key, fresh)
+    # docs/api.md: reuse is opt-in; without it a new task is always created.
+    reuse = request.POST.get("reuse", "").strip().lower() in {"1", "true", "on", "yes"}
+    return Submission(uploads, instructions, scenario, key, reuse)
+
+
+def _check_scenario(scenario: str) -> None:
+    if scenario != "ok" and not settings.REPORTS_ALLOW_SCENARIOS:
+        raise ApiError(400, "invalid_request", "Scenarios are not enabled on this server.")
+    if scenario not in SCENARIOS:
+        raise ApiError(
+            400, "invalid_request", f"Unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}."
+        )
 
 
 def _why_no_files(request) -> str:
@@ -228,10 +245,10 @@ def earlier_result(user, submission: Submission) -> Task | None:
 
     The same documents (bytes, in order), instructions and scenario — what the content
     fingerprint covers — written by the same model with the same prompt version. Never
-    another user's; never when `fresh` asks for a new report; and never in place of a
+    another user's; only when the submission asks for reuse; and never in place of a
     task this idempotency key already made, which is replayed instead (docs/api.md).
     """
-    if submission.fresh or _replay(user, submission) is not None:
+    if not submission.reuse or _replay(user, submission) is not None:
         return None
     return (
         Task.objects.filter(
@@ -364,10 +381,21 @@ def _create(user, submission: Submission, storage_names: list[str]) -> Task:
     return task
 
 
-def resubmission(task: Task, idempotency_key: str | None) -> Submission:
-    """Return the submission that made `task`, from its stored files, asking for a fresh report."""
+def resubmission(
+    task: Task, idempotency_key: str | None, instructions: str | None = None
+) -> Submission:
+    """Return a new submission of an ended task's stored documents, for a retry.
+
+    `instructions`, when given, replace the task's own. Raise ApiError 409 while the task
+    has not ended: its documents are still being read, and a second run would race it.
+    """
+    if task.status not in TERMINAL:
+        raise ApiError(409, "task_not_finished", f"The task has not ended yet: {task.status}.")
+    _check_scenario(task.scenario)  # the server may have turned scenarios off since
     uploads = tuple(
         Upload(d.name, d.extension, storage.read_upload(d.storage_name))
         for d in task.documents.order_by("position")
     )
-    return Submission(uploads, task.instructions, task.scenario, idempotency_key, fresh=True)
+    if instructions is None:
+        instructions = task.instructions
+    return Submission(uploads, instructions, task.scenario, idempotency_key)

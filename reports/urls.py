@@ -8,12 +8,13 @@ urlpatterns = [
     # pages
     path("", views.home, name="home"),
     path("tasks/<uuid:task_id>/", views.task, name="task"),
-    path("tasks/<uuid:task_id>/fresh/", views.fresh, name="task-fresh"),
+    path("tasks/<uuid:task_id>/retry/", views.retry, name="task-retry"),
     # the JSON API and the event stream (docs/api.md)
     path("api/tasks", api.tasks, name="api-tasks"),
     path("api/tasks/<str:task_id>", api.task_detail, name="api-task"),
     path("api/tasks/<str:task_id>/events", sse.events, name="api-task-events"),
     path("api/tasks/<str:task_id>/cancel", api.cancel, name="api-task-cancel"),
+    path("api/tasks/<str:task_id>/retry", api.retry, name="api-task-retry"),
     path("api/tasks/<str:task_id>/result", api.result, name="api-task-result"),
     path("api/tasks/<str:task_id>/timing", api.timing, name="api-task-timing"),
     # observability (docs/observability.md)

@@ -12,8 +12,9 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from reports import budgets, presentation, submissions
-from reports.auth import ApiError
+from reports.auth import MB, ApiError
 from reports.models import Task
+from reports.parsers import SUPPORTED_EXTENSIONS
 from reports.providers import SCENARIOS
 
 
@@ -32,6 +33,10 @@ def home(request: HttpRequest) -> HttpResponse:
             scenarios=SCENARIOS if settings.REPORTS_ALLOW_SCENARIOS else (),
             max_files=settings.REPORTS_MAX_FILES,
             max_file_mb=f"{settings.REPORTS_MAX_FILE_MB:g}",
+            max_request_mb=f"{settings.REPORTS_MAX_REQUEST_MB:g}",
+            max_file_bytes=int(settings.REPORTS_MAX_FILE_MB * MB),
+            max_request_bytes=int(settings.REPORTS_MAX_REQUEST_MB * MB),
+            accept=",".join(SUPPORTED_EXTENSIONS),
             max_instructions=settings.REPORTS_MAX_INSTRUCTIONS_CHARS,
             budget=presentation.budget_context(budgets.budget_of(request.user)),
         )
@@ -57,24 +62,37 @@ def task(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
 
 @login_required
 @require_POST
-def fresh(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
-    """Write a fresh report of an earlier task's documents, instead of offering it again."""
+def retry(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
+    """Start a new report of an ended task's documents, and go to it.
+
+    Both "Try again" on a task that ended without a report (its instructions editable)
+    and "Write a fresh one" on a report offered again come here.
+    """
     found = _owned_or_404(request, task_id)
     key = request.POST.get("idempotency_key") or None
+    raw = request.POST.get("instructions")
     try:
         if key is not None and not submissions.IDEMPOTENCY_KEY.fullmatch(key):
             raise ApiError(400, "invalid_request", "The form is out of date; reload the page.")
-        task, _ = submissions.submit(request.user, submissions.resubmission(found, key))
+        instructions = None if raw is None else submissions.read_instructions(raw)
+        submission = submissions.resubmission(found, key, instructions)
+        task, _ = submissions.submit(request.user, submission)
     except ApiError as exc:
-        return _task_page(request, found, reused=True, error=exc)
+        return _task_page(request, found, reused=raw is None, error=exc)
     return redirect("task", task_id=task.pk)
 
 
 def _task_page(request, task: Task, *, reused: bool, error: ApiError | None = None):
     context = presentation.page_context(task)
+    # A fresh key per render: a double click on Try again makes one task.
+    context.update(
+        retry_key=str(uuid.uuid4()),
+        retry_error=error,
+        max_instructions=settings.REPORTS_MAX_INSTRUCTIONS_CHARS,
+    )
     if reused and context["succeeded"]:
         # Offered again for a new upload of the same documents: say so, and offer a new one.
-        context.update(reused=True, fresh_key=str(uuid.uuid4()), fresh_error=error)
+        context["reused"] = True
     response = render(
         request, "reports/task.html", context, status=error.status if error is not None else 200
     )

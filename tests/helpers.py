@@ -49,6 +49,7 @@ TASK_ROUTES = [
     ("get", "/api/tasks/{id}/events"),
     ("get", "/api/tasks/{id}/result"),
     ("post", "/api/tasks/{id}/cancel"),
+    ("post", "/api/tasks/{id}/retry"),
     ("post", "/api/tasks/{id}/timing"),
 ]
 

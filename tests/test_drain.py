@@ -108,7 +108,10 @@ class Follower(threading.Thread):
         after = self.seqs[-1] if self.seqs else 0
         with connect(
             f"ws://127.0.0.1:{self.port}/ws/tasks/{self.task_id}/?after={after}",
-            additional_headers={"Cookie": self.cookie, "Origin": "http://127.0.0.1"},
+            additional_headers={
+                "Cookie": self.cookie,
+                "Origin": f"http://127.0.0.1:{self.port}",  # the page's own origin
+            },
             open_timeout=10,
         ) as ws:
             try:

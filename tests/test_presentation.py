@@ -59,13 +59,13 @@ def test_a_retry_says_which_attempt_comes_and_why_it_waits(alice_client):
     task = task_of(submit(alice_client))
     data = {"status": "queued", "attempt": 1, "retry_after_s": 2, "reason": "rate_limited"}
     detail = presentation.status_context(task, data)["detail"]
-    assert detail.startswith("attempt 2 — retrying after the provider asked to wait 2 s")
+    assert detail.startswith("trying again: the provider asked us to wait 2 s")
 
 
 def test_a_requeued_lost_attempt_says_it_starts_again(alice_client):
     task = task_of(submit(alice_client))
     detail = presentation.status_context(task, {"status": "queued", "attempt": 1})["detail"]
-    assert detail.startswith("attempt 2 — starting again: attempt 1 was interrupted")
+    assert detail.startswith("starting again: the last try was interrupted")
 
 
 @pytest.mark.parametrize(
@@ -76,7 +76,7 @@ def test_a_requeued_lost_attempt_says_it_starts_again(alice_client):
         ("failed", {"error_type": "empty_output", "partial": False}, "without writing any text"),
         ("failed", {"error_type": "stalled", "partial": False}, "stalled"),
         ("failed", {"error_type": "timeout", "partial": True}, "timed out"),
-        ("failed", {"error_type": "validation_failed", "partial": True}, "failed validation"),
+        ("failed", {"error_type": "validation_failed", "partial": True}, "shape of a report"),
         ("cancelled", {"partial": True}, "Cancelled by you."),
         ("reconciliation_required", {"partial": True}, "Outcome unknown — needs an admin"),
     ],
@@ -85,6 +85,8 @@ def test_why_a_task_is_incomplete_in_plain_words(status, data, words):
     said = presentation.incomplete_context(status, data)
     assert words in said["reason"]
     expected = "incomplete" if data["partial"] else "No text arrived."
+    if data.get("error_type") == "validation_failed":
+        expected = "arrived whole"  # the text is all there: it failed the checks
     assert expected in said["partial"]
 
 

@@ -139,7 +139,7 @@ def test_succeeded_task_page_shows_the_rendered_report_and_download(alice_client
         ("error", "dropped the connection"),
         ("truncated", "stream ended early"),
         ("empty", "without writing any text"),
-        ("invalid", "failed validation"),
+        ("invalid", "did not have the shape of a report"),
     ],
 )
 def test_failed_task_page_keeps_the_text_and_says_why(alice_client, worker, scenario, reason):

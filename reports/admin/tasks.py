@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
+from django.db.models import OuterRef, Subquery
 from django.http import FileResponse, Http404
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -29,6 +31,7 @@ from reports.models import (
     ApiToken,
     Attempt,
     CostStatus,
+    Document,
     Status,
     Task,
 )
@@ -81,38 +84,51 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return request.user.has_perm(f"{opts.app_label}.{get_permission_codename('change', opts)}")
 
 
+def timestamp(field: str, description: str):
+    """Return an admin column of a task's timestamp, to the second, in UTC."""
+
+    @admin.display(description=description, ordering=field)
+    def show(self, task: Task) -> str:
+        value = getattr(task, field)
+        return "-" if value is None else value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    return show
+
+
 @admin.register(Task)
 class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
+    # Readable at 1366 px: a short id, the document, and the measures that matter.
     list_display = (
-        "id",
+        "short_id",
+        "document",
         "owner",
         "status",
-        "lane",
-        "attempt_count",
         "error_type",
-        "cost_status",
         "cost",
-        "created_at",
+        "created",
         "queue_ms",
         "first_text_ms",
         "duration_ms",
-        "frontend_first_text_ms",
     )
+    list_display_links = ("short_id",)
     list_filter = ("status", "lane", ErrorTypeFilter, "cost_status", "scenario")
     list_select_related = ("owner",)
-    search_fields = ("owner__username",)
-    search_help_text = "A task id (exact) or an owner's username."
+    search_fields = ("owner__username", "documents__name", "instructions")
+    search_help_text = "A task id (exact), an owner's username, a file name or instructions."
     date_hierarchy = "created_at"
     inlines = (DocumentInline, AttemptInline, EventInline)
     actions = ("cancel_tasks", "requeue_reconciled", "fail_reconciled", "compare_tasks")
+    # The outcome and the waterfall first: what an admin opens a task for.
     fieldsets = (
         (
-            None,
+            "Outcome",
+            {"fields": ("id", "owner", "status", "error_type", "error_message", "report_link")},
+        ),
+        ("Timings", {"fields": ("waterfall", "timings")}),
+        (
+            "Request",
             {
                 "fields": (
-                    "id",
-                    "owner",
-                    "status",
                     "lane",
                     "scenario",
                     "instructions",
@@ -128,30 +144,50 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
                     "attempt_count",
                     "epoch",
                     "worker_id",
-                    "created_at",
-                    "claimed_at",
-                    "first_text_at",
-                    "finished_at",
-                    "not_before",
-                    "lease_expires_at",
-                    "cancel_requested_at",
+                    "created",
+                    "claimed",
+                    "first_text",
+                    "finished",
+                    "not_before_at",
+                    "lease_expires",
+                    "cancel_requested",
                     "event_note",
                 )
             },
         ),
-        ("Error", {"fields": ("error_type", "error_message")}),
-        ("Timings", {"fields": ("timings", "waterfall")}),
         (
             "Cost",
             {"fields": ("model", "prompt_version", "cost_status", "reserved", "cost", "settle")},
         ),
-        ("Result", {"fields": ("result_id", "result_sha256", "result_bytes", "report_link")}),
+        ("Result", {"fields": ("result_id", "result_sha256", "result_bytes")}),
     )
     readonly_fields = tuple(f for _, spec in fieldsets for f in spec["fields"])
 
+    created = timestamp("created_at", "created")
+    claimed = timestamp("claimed_at", "claimed")
+    first_text = timestamp("first_text_at", "first text at")
+    finished = timestamp("finished_at", "finished")
+    not_before_at = timestamp("not_before", "not before")
+    lease_expires = timestamp("lease_expires_at", "lease expires")
+    cancel_requested = timestamp("cancel_requested_at", "cancel requested")
+
     def get_queryset(self, request):
         # The rendered report can be large and no admin page shows it.
-        return super().get_queryset(request).defer("report_html")
+        first_document = Document.objects.filter(task=OuterRef("pk")).order_by("position")
+        return (
+            super()
+            .get_queryset(request)
+            .defer("report_html")
+            .annotate(first_document=Subquery(first_document.values("name")[:1]))
+        )
+
+    @admin.display(description="id", ordering="pk")
+    def short_id(self, task: Task) -> str:
+        return format_html('<span title="{}">{}</span>', task.pk, str(task.pk)[:8])
+
+    @admin.display(description="document", ordering="first_document")
+    def document(self, task: Task) -> str:
+        return task.first_document or "-"
 
     @admin.display(description="reserved", ordering="reserved_micros")
     def reserved(self, task: Task) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+import weakref
 from collections.abc import Sequence
 from urllib.parse import parse_qs
 
@@ -27,6 +29,9 @@ log = logging.getLogger(__name__)
 
 TEMPLATE = "reports/task.html"
 MAX_BATCH_EVENTS = 200  # a replay of a long report goes out in a few messages, not one
+# A socket that carries nothing for this long gets an empty batch: the page counts a
+# silence over twice this as a dead connection (docs/pages.md: data-connection).
+HEARTBEAT_S = 10.0
 
 
 def resume_point(query_string: bytes) -> int | None:
@@ -44,6 +49,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
     slot: limits.StreamSlot | None = None
     sending: asyncio.Task | None = None  # only while there is something to send
     shown_place: int | None = None  # the place in line last sent
+    sent_at = 0.0  # when this socket last carried a message (monotonic)
 
     async def connect(self) -> None:
         after = resume_point(self.scope.get("query_string", b""))
@@ -64,6 +70,8 @@ class TaskConsumer(AsyncWebsocketConsumer):
         self.task, self.last_seq = task, after
         self.status_data = await on_shared_db(presentation.last_status_data)(task, after)
         self.subscription = await follower.subscribe(task.pk, after, self._wake)
+        self.sent_at = time.monotonic()
+        _heartbeats.watch(self)
         self._wake()
 
     async def disconnect(self, code: int) -> None:
@@ -75,6 +83,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
             await asyncio.gather(self.sending, return_exceptions=True)
         if self.slot is not None:
             self.slot.release()
+        _heartbeats.consumers.discard(self)
 
     def _wake(self) -> None:
         """Start sending what the feed handed over, unless a send is under way."""
@@ -111,7 +120,16 @@ class TaskConsumer(AsyncWebsocketConsumer):
         else:
             message, latest = await on_shared_db(live_message)(self.task, events, self.last_seq)
         self.status_data = latest or self.status_data
+        await self._send(message)
+
+    async def _send(self, message: str) -> None:
+        self.sent_at = time.monotonic()
         await self.send(text_data=message)
+
+    async def beat(self) -> None:
+        """Say the connection is alive when nothing else was sent for HEARTBEAT_S."""
+        if self.subscription is not None and time.monotonic() - self.sent_at >= HEARTBEAT_S:
+            await self._send(heartbeat(self.last_seq))
 
     async def _refresh_place(self, place: int | None) -> None:
         """Re-send a queued task's status line: its place in line moves with no event.
@@ -127,7 +145,33 @@ class TaskConsumer(AsyncWebsocketConsumer):
         self.shown_place = place
         self.task.queue_place = place
         message = await on_shared_db(status_refresh)(self.task, self.status_data, self.last_seq)
-        await self.send(text_data=message)
+        await self._send(message)
+
+
+class _Heartbeats:
+    """One ticker per process for every open page, not a task per page: each socket
+    that was silent for HEARTBEAT_S gets an empty batch."""
+
+    def __init__(self) -> None:
+        self.consumers: weakref.WeakSet[TaskConsumer] = weakref.WeakSet()
+        self.ticker: asyncio.Task | None = None
+
+    def watch(self, consumer: TaskConsumer) -> None:
+        self.consumers.add(consumer)
+        if self.ticker is None or self.ticker.done():
+            self.ticker = asyncio.get_running_loop().create_task(self._tick())
+
+    async def _tick(self) -> None:
+        while self.consumers:
+            await asyncio.sleep(HEARTBEAT_S / 4)
+            for consumer in list(self.consumers):
+                try:
+                    await consumer.beat()
+                except Exception:  # a socket closing meanwhile: its disconnect cleans up
+                    self.consumers.discard(consumer)
+
+
+_heartbeats = _Heartbeats()
 
 
 # --- messages: rendered in a worker thread (they read the database) -----------------
@@ -183,11 +227,14 @@ def status_fragment(task: Task, status_data: dict) -> str:
     return render_to_string(f"{TEMPLATE}#status", {"status": status, "oob": True})
 
 
+def heartbeat(last_seq: int) -> str:
+    """Render a message that carries no event: it only shows the connection is alive."""
+    return f'<template data-batch data-seq="{last_seq}"></template>'
+
+
 def status_refresh(task: Task, status_data: dict, last_seq: int) -> str:
     """Render a message that only refreshes the status line (a queued task's place)."""
-    return f'<template data-batch data-seq="{last_seq}"></template>' + status_fragment(
-        task, status_data
-    )
+    return heartbeat(last_seq) + status_fragment(task, status_data)
 
 
 def outcome_fragments(task: Task, status_data: dict) -> str:

@@ -28,6 +28,51 @@
     error.hidden = false;
   }
 
+  var maxFiles = Number(form.dataset.maxFiles);
+  var maxFileBytes = Number(form.dataset.maxFileBytes);
+  var maxRequestBytes = Number(form.dataset.maxRequestBytes);
+  var accepted = files.accept.split(",");
+
+  function megabytes(bytes) {
+    return (bytes / (1024 * 1024)).toLocaleString(undefined, { maximumFractionDigits: 1 }) + " MB";
+  }
+
+  // Return why the server would refuse these files, in words, or "" when it would not.
+  function refuse(chosen) {
+    if (!chosen.length) {
+      return "Choose at least one file to upload.";
+    }
+    if (chosen.length > maxFiles) {
+      return "Choose at most " + maxFiles + " files (you chose " + chosen.length + ").";
+    }
+    var total = 0;
+    for (var i = 0; i < chosen.length; i++) {
+      var file = chosen[i];
+      var dot = file.name.lastIndexOf(".");
+      var extension = dot >= 0 ? file.name.slice(dot).toLowerCase() : "";
+      if (accepted.indexOf(extension) < 0) {
+        return file.name + ": only " + accepted.join(" ") + " files are accepted.";
+      }
+      if (file.size === 0) {
+        return file.name + " is empty.";
+      }
+      if (file.size > maxFileBytes) {
+        return file.name + " is " + megabytes(file.size) + ", over the limit of " + megabytes(maxFileBytes) + " a file.";
+      }
+      total += file.size;
+    }
+    if (total > maxRequestBytes) {
+      return "The files add up to " + megabytes(total) + ", over the limit of " + megabytes(maxRequestBytes) + " in all.";
+    }
+    return "";
+  }
+
+  files.addEventListener("change", function () {
+    var refusal = refuse(files.files);
+    error.hidden = !refusal;
+    error.textContent = refusal;
+  });
+
   function done() {
     sending = false;
     button.disabled = false;
@@ -49,8 +94,10 @@
       return; // a double click: the first request is on its way
     }
     error.hidden = true;
-    if (!files.files.length) {
-      showError("Choose at least one file to upload.");
+    var refusal = refuse(files.files);
+    if (refusal) {
+      // Said before a byte is sent; the server checks the same limits again.
+      showError(refusal);
       files.focus();
       return;
     }

@@ -73,6 +73,7 @@ def take(out: Path) -> None:
         # failed.png: the provider drops the connection after some text.
         submit(page, scenario="error")
         status_is(page, "failed")
+        page.evaluate("() => window.scrollTo(0, 0)")
         page.screenshot(path=out / "failed.png", full_page=True)
 
         # succeeded.png: the rendered report, with its download link.
@@ -80,6 +81,9 @@ def take(out: Path) -> None:
         expect(page.locator("[data-report-stream]")).not_to_be_empty(timeout=30_000)
         streaming_url = page.url
         status_is(page, "succeeded")
+        # From the top: the status bar is sticky, and a full-page shot draws it where the
+        # page was scrolled to (following the text down).
+        page.evaluate("() => window.scrollTo(0, 0)")
         page.screenshot(path=out / "succeeded.png", full_page=True)
 
         # streaming.png: text arriving, mid-report.

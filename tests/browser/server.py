@@ -1,8 +1,8 @@
 """Run the real application in a subprocess, as the demo does, on a throwaway database.
 
-`manage.py runserver --noreload` (daphne's, with DEBUG on so it serves the static
-files) with the embedded worker: one process is the whole system, as in production
-on one machine.
+`manage.py runserver --noreload --insecure` (daphne's, with DEBUG off and serving its own
+static files, as in the demo) with the embedded worker: one process is the whole system,
+as in production on one machine.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class LiveServer:
         self.env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": settings,
-            "DJANGO_DEBUG": "1",
+            "DJANGO_DEBUG": "0",  # as the demo runs: the product's own error pages
             "DJANGO_SECRET_KEY": "browser-tests-only-secret-key",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
             "REPORTS_DATA_DIR": str(self.data_dir),
@@ -110,7 +110,14 @@ class LiveServer:
             self.prepare()
         log = self.log_path.open("a")
         self.process = subprocess.Popen(
-            [str(PYTHON), "manage.py", "runserver", f"127.0.0.1:{self.port}", "--noreload"],
+            [
+                str(PYTHON),
+                "manage.py",
+                "runserver",
+                f"127.0.0.1:{self.port}",
+                "--noreload",
+                "--insecure",  # static files, with DEBUG off, as the demo serves them
+            ],
             cwd=ROOT,
             env=self.env,
             stdout=log,

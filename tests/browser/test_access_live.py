@@ -84,9 +84,8 @@ def test_bob_and_an_anonymous_client_are_refused_on_every_route(
         assert events.ok and "event: succeeded" in events.text()
         result = alice.request.get(f"/api/tasks/{task_id}/result")
         assert result.ok
-        assert (
-            result.headers["content-disposition"] == f'attachment; filename="report-{task_id}.md"'
-        )
+        assert result.headers["content-disposition"] == 'attachment; filename="harbours-report.md"'
+
         assert result.headers["x-content-type-options"] == "nosniff"
     finally:
         anonymous.close()

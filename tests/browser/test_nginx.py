@@ -105,7 +105,6 @@ def _submit(port: int, token: str) -> str:
     body = (
         f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="a.md"\r\n'
         f"Content-Type: text/markdown\r\n\r\n{SAMPLE}\r\n"
-        f'--{boundary}\r\nContent-Disposition: form-data; name="fresh"\r\n\r\n1\r\n'
         f"--{boundary}--\r\n"
     ).encode()
     conn = https(port)

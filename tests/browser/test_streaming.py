@@ -115,6 +115,7 @@ def test_a_server_restart_mid_stream_reconnects_and_shows_the_new_attempt(
     connection = page.locator("[data-connection]")
     expect(connection).to_be_visible()
     expect(connection).to_contain_text("Connection lost — reconnecting in")
+    expect(connection).to_have_attribute("data-connection", "reconnecting")
     interrupted = stream_text(page)
 
     restartable_server.start()
@@ -122,8 +123,10 @@ def test_a_server_restart_mid_stream_reconnects_and_shows_the_new_attempt(
     # text, keeping attempt 1's as its own, marked interrupted.
     earlier = page.locator("details[data-attempt='1']")
     expect(earlier).to_have_count(1, timeout=30_000)
-    expect(earlier.locator("summary")).to_have_text("Attempt 1 — interrupted")
+    expect(earlier.locator("summary")).to_have_text("Earlier try — interrupted")
+    # Still signed in after the restart: live again, never "signed-out".
     expect(connection).to_be_hidden()
+    expect(connection).to_have_attribute("data-connection", "live")
     expect(page.locator("[data-task-status]")).to_have_attribute(
         "data-task-status", "succeeded", timeout=30_000
     )

@@ -115,7 +115,9 @@ def test_the_same_documents_again_offer_the_earlier_report_then_a_fresh_one(
     page.set_input_files("input[name=files]", str(path))
     page.click("[data-upload-submit]")
     page.wait_for_url(re.compile(rf"/tasks/{first}/\?reused=1$"))
-    expect(page.locator("[data-reused]")).to_contain_text("made earlier from the same documents")
+    notice = page.locator("[data-reused]")
+    expect(notice).to_contain_text("written earlier from the same documents")
+    expect(notice).not_to_contain_text("nothing was charged")
     expect(page.locator("[data-report-rendered]")).to_be_visible()
 
     page.click("[data-action=fresh]")

@@ -68,9 +68,9 @@ def test_bobs_pages_and_lists_never_show_alices_task(finished_task, bob_client):
 def test_the_owner_downloads_an_attachment_that_cannot_be_sniffed(finished_task, alice_client):
     response = alice_client.get(f"/api/tasks/{finished_task.pk}/result")
     assert response.status_code == 200
-    assert response["Content-Disposition"] == (
-        f'attachment; filename="report-{finished_task.pk}.md"'
-    )
+    name = finished_task.documents.get().name.rsplit(".", 1)[0]
+    assert response["Content-Disposition"] == f'attachment; filename="{name}-report.md"'
+
     assert response["Content-Type"] == "text/markdown; charset=utf-8"
     assert response["X-Content-Type-Options"] == "nosniff"
 

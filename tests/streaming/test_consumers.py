@@ -261,8 +261,9 @@ async def test_idle_pages_hold_no_asyncio_task_of_their_own(alice, settings):
     # poller) is shared by all twenty.
     running = Counter(t.get_coro().__qualname__ for t in asyncio.all_tasks())
     assert running["Feed._listen"] == running["Hub._poll"] == 1
+    assert running["_Heartbeats._tick"] <= 1  # one ticker for every open page
     assert not [name for name in running if name.startswith("TaskConsumer")]
-    assert len(asyncio.all_tasks()) - before <= 2 * len(pages) + 2
+    assert len(asyncio.all_tasks()) - before <= 2 * len(pages) + 3
     for comm in pages:
         await comm.disconnect()
 
@@ -343,3 +344,19 @@ async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(
         assert len(deltas(await receive_until_seq(comm, 31))) == 30
     await comm.disconnect()
     assert 3 <= len(queries) <= QUERIES_PER_CONNECT, [q["sql"] for q in queries.captured_queries]
+
+
+async def test_a_silent_running_task_still_sends_a_heartbeat(alice, settings, monkeypatch):
+    """A page counts a silent socket as dead: one that carries no event still speaks."""
+    from reports.streaming import consumers
+
+    settings.REPORTS_POLL_S = 0.05
+    monkeypatch.setattr(consumers, "HEARTBEAT_S", 0.2)
+    task = await queued_task(alice)
+    await claim(task)  # seq 1: running; then nothing more is written
+    comm = communicator(task.pk, cookie=await session_cookie(alice), after=1)
+    assert (await comm.connect())[0]
+    message = await comm.receive_from(timeout=5)
+    assert message == '<template data-batch data-seq="1"></template>'
+    assert await comm.receive_from(timeout=5) == message  # and again, while it stays silent
+    await comm.disconnect()

@@ -139,7 +139,7 @@ async def test_a_finished_task_streams_every_event_once_in_order_then_closes(
             assert set(event.data) >= {"status", "attempt"}
         if event.event == "delta":
             assert isinstance(event.data["text"], str) and event.data["attempt"] == 1
-    report = saved_report(task)
+    report = await db(saved_report)(task)
     assert "".join(e.data["text"] for e in events if e.event == "delta") == report
 
 

@@ -1,0 +1,80 @@
+"""The page never lies about its connection: [data-connection] is `live`, `reconnecting`,
+`lost` or `signed-out`, and each is what is really happening (docs/pages.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.helpers import TASK_URL, upload
+from tests.browser.proxy import Proxy
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def proxy(slow_server) -> Iterator[Proxy]:
+    proxy = Proxy(int(slow_server.url.rsplit(":", 1)[1]))
+    yield proxy
+    proxy.close()
+
+
+def open_through(page, proxy: Proxy, task_id: str) -> None:
+    """Open the task page through the proxy (the session cookie is the same host's)."""
+    page.goto(f"{proxy.url}/tasks/{task_id}/")
+    expect(page.locator("[data-connection]")).to_have_attribute("data-connection", "live")
+
+
+def test_a_page_whose_session_ended_says_so_and_stops_trying(
+    open_page, slow_server, sample_file, proxy, problems
+):
+    problems.allow("WebSocket connection to", "401 (Unauthorized)", "[object Event]")
+    page = open_page(slow_server)
+    task_id = upload(page, sample_file, scenario="slow")
+    open_through(page, proxy, task_id)
+
+    page.context.clear_cookies()  # the session ended (logged out elsewhere, expired)
+    handshakes = proxy.connections
+    proxy.drop()  # and the socket went with it
+
+    connection = page.locator("[data-connection]")
+    expect(connection).to_have_attribute("data-connection", "signed-out")
+    expect(connection).to_contain_text("You were signed out")
+    login = connection.locator("a[data-login]")
+    expect(login).to_be_visible()
+    assert login.get_attribute("href") == f"/accounts/login/?next=/tasks/{task_id}/"
+    # Once refused, it stops: no further handshakes (the one fetch of the session check
+    # is the other connection counted), however long the page stays open.
+    page.wait_for_timeout(5_000)
+    assert proxy.connections - handshakes <= 2
+    expect(connection).to_have_attribute("data-connection", "signed-out")
+
+    login.click()  # logging in again returns to the task
+    page.fill("input[name=username]", "alice")
+    page.fill("input[name=password]", "alice-demo-pass")
+    page.click("button[type=submit]")
+    page.wait_for_url(TASK_URL)
+    assert TASK_URL.search(page.url)[1] == task_id
+
+
+def test_a_cut_network_shows_reconnecting_then_live_again(
+    open_page, slow_server, sample_file, proxy, problems
+):
+    problems.allow("WebSocket connection to", "[object Event]")
+    page = open_page(slow_server)
+    task_id = upload(page, sample_file, scenario="slow")
+    open_through(page, proxy, task_id)
+    connection = page.locator("[data-connection]")
+
+    proxy.freeze()  # nothing closes: the socket just carries nothing any more
+    expect(connection).to_have_attribute("data-connection", "reconnecting", timeout=30_000)
+    expect(connection).to_be_visible()
+
+    proxy.thaw()
+    expect(connection).to_have_attribute("data-connection", "live", timeout=30_000)
+    expect(connection).to_be_hidden()
+    expect(page.locator("[data-task-status]")).to_have_attribute(
+        "data-task-status", "succeeded", timeout=60_000
+    )

@@ -1,0 +1,70 @@
+"""The demo as a visitor meets it: its users survive a restart signed in, and errors are
+the product's own pages, never Django's debug page."""
+
+import uuid
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.test import Client
+
+from reports import presentation
+from tests.helpers import submit, task_of
+
+pytestmark = pytest.mark.django_db
+
+
+def signed_in(client: Client) -> bool:
+    return client.get("/").status_code == 200
+
+
+def test_a_restart_keeps_the_demo_users_signed_in():
+    call_command("demo_users")
+    client = Client()
+    assert client.login(username="alice", password="alice-demo-pass")
+    call_command("demo_users")  # the demo starting again
+    assert signed_in(client)
+
+
+def test_a_demo_password_that_no_longer_works_is_reset():
+    call_command("demo_users")
+    bob = get_user_model().objects.get(username="bob")
+    bob.set_password("forgotten")
+    bob.save()
+    call_command("demo_users")
+    assert Client().login(username="bob", password="bob-demo-pass")
+    alice = get_user_model().objects.get(username="alice")
+    assert (alice.is_staff, bob.is_staff) == (True, False)
+
+
+@pytest.fixture
+def production(settings):
+    settings.DEBUG = False
+
+
+def test_someone_elses_task_and_a_missing_page_show_the_products_page(
+    production, alice_client, bob_client
+):
+    task = task_of(submit(alice_client))
+    for response in (
+        bob_client.get(f"/tasks/{task.pk}/"),
+        alice_client.get(f"/tasks/{uuid.uuid4()}/"),
+        alice_client.get("/no/such/page/"),
+    ):
+        assert response.status_code == 404
+        assert b'data-error-page="404"' in response.content
+        assert b"Your reports" in response.content
+
+
+def test_a_server_error_shows_the_products_page(production, alice_client, monkeypatch):
+    task = task_of(submit(alice_client))
+
+    def broken(task):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(presentation, "page_context", broken)
+    alice_client.raise_request_exception = False
+    response = alice_client.get(f"/tasks/{task.pk}/")
+    assert response.status_code == 500
+    assert b'data-error-page="500"' in response.content
+    assert b"a bug" not in response.content
