@@ -10,6 +10,7 @@ not.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import math
 import ssl
@@ -86,8 +87,13 @@ class OpenAIProvider(Provider):
         root = base_url.rstrip("/").removesuffix("/v1")
         self.fitter = fitting.ContextFitter(root, self.model)
 
+    def http(self) -> httpx2.AsyncClient:
+        """Return a new HTTP client: each request has connections of its own, so none
+        inherits one a failed request left behind."""
+        return openai.DefaultAsyncHttpxClient(verify=self._tls, timeout=self.timeout)
+
     def client(self, http: httpx2.AsyncClient) -> openai.AsyncOpenAI:
-        """Return a new SDK client over `http`, retries off; one per request."""
+        """Return a new SDK client over `http`, retries off; closing it closes `http`."""
         return openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self._api_key or NO_KEY,
@@ -97,25 +103,36 @@ class OpenAIProvider(Provider):
         )
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
-        http = openai.DefaultAsyncHttpxClient(verify=self._tls, timeout=self.timeout)
-        async with self.client(http) as client:  # closes `http` too
-            configured = settings.REPORTS_CONTEXT_TOKENS
+        configured = settings.REPORTS_CONTEXT_TOKENS
+        async with self.http() as http:
             sent = await self.fitter.fit(http, request, configured)
-            try:
-                async for item in self._stream_once(client, sent):
+        try:
+            async with contextlib.aclosing(self._stream_once(sent)) as items:
+                async for item in items:
                     yield item
-                return
-            except _Overflowed as overflowed:
-                # Once, with the input cut to what the server said fits; the cut note
-                # in the prompt tells the model, and so the report, what was left out.
-                sent = self._cut_to(overflowed, sent, configured)
-            try:
-                async for item in self._stream_once(client, sent):
+            return
+        except _Overflowed as overflowed:
+            # Once, with the input cut to what the server said fits; the cut note in the
+            # prompt tells the model, and so the report, what was left out.
+            sent = self._cut_to(overflowed, sent, configured)
+        try:
+            async with contextlib.aclosing(self._stream_once(sent)) as items:
+                async for item in items:
                     yield item
-            except _Overflowed as overflowed:
-                raise self._too_long(overflowed, sent, configured) from None
+        except _Overflowed as overflowed:
+            raise self._too_long(overflowed, sent, configured) from None
 
-    async def _stream_once(
+    async def _stream_once(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
+        # aclosing, here and above: a cancel closes the response, and so the connection,
+        # at once, not whenever the generators are collected.
+        async with (
+            self.client(self.http()) as client,
+            contextlib.aclosing(self._request(client, request)) as items,
+        ):
+            async for item in items:
+                yield item
+
+    async def _request(
         self, client: openai.AsyncOpenAI, request: GenerationRequest
     ) -> AsyncIterator[StreamItem]:
         try:
@@ -148,6 +165,11 @@ class OpenAIProvider(Provider):
                 retry=Retry.UNKNOWN,
             ) from None
         except openai.APIConnectionError as exc:
+            # llama-cpp-python's server drops the connection, before any response, on a
+            # prompt longer than its context: a drop after connecting may be that.
+            sent = not isinstance(exc.__cause__, httpx2.ConnectError)
+            if sent and self.fitter.may_overflow(request, settings.REPORTS_CONTEXT_TOKENS):
+                raise _Overflowed(fitting.Overflow(window=None, prompt_tokens=None), None) from None
             raise ProviderError(
                 "provider_error",
                 f"Could not reach the provider at {self.base_url}: {_cause(exc)}.",

@@ -97,14 +97,15 @@ class LlamaServer:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_for_log(self, text: str, timeout_s: float = 10.0) -> bool:
-        """Return whether `text` appears in the server's output within `timeout_s`."""
+    def wait_for_log(self, text: str, *, seen: int = 0, timeout_s: float = 10.0) -> bool:
+        """Return whether `text` appears in the server's output more than `seen` times
+        within `timeout_s`."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if text in self.log_text():
+            if self.log_text().count(text) > seen:
                 return True
             time.sleep(0.05)
-        return text in self.log_text()
+        return self.log_text().count(text) > seen
 
 
 def _free_port() -> int:

@@ -121,11 +121,13 @@ async def test_the_servers_tokenizer_counts_the_prompt_a_token_a_byte(on_llama):
 async def test_an_overflow_inside_the_stream_is_retried_with_the_input_cut(on_llama):
     provider = get_provider("openai")
     provider.fitter.probed = True  # as for a server without a tokenizer endpoint
+    overflow = f"exceed context window of {CONTEXT}"
+    seen = on_llama.log_text().count(overflow)
     items, exc = await items_or_error(provider, request(SEVEN_KB))
     assert exc is None
     assert text_of(items) == WALK
     # The first request did overflow, inside its 200 stream.
-    assert on_llama.wait_for_log(f"exceed context window of {CONTEXT}")
+    assert on_llama.wait_for_log(overflow, seen=seen)
 
 
 class Watched(Provider):
@@ -173,9 +175,12 @@ async def test_a_cancel_closes_the_connection_the_server_was_writing_to(
     worker = Supervisor(slots=1, clock=Clock(), provider=provider)
     assert await worker.claim_and_start()
     await asyncio.wait_for(provider.wrote.wait(), 30)
+    closed = "Disconnected from client"
+    seen = on_llama.log_text().count(closed)
     assert await sync_to_async(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
     await worker.drain()
-    assert await asyncio.to_thread(on_llama.wait_for_log, "Disconnected from client")
+    # The server saw the connection close and stopped writing.
+    assert await asyncio.to_thread(on_llama.wait_for_log, closed, seen=seen)
     task = await Task.objects.aget(pk=task.pk)
     assert (task.status, task.cost_status, task.cost_micros) == ("cancelled", "settled", 0)
     attempt = await Attempt.objects.aget(task=task)
