@@ -18,7 +18,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
 django.setup()
 
 with atheris.instrument_imports(
-    include=["reports", "pypdf", "docx", "markdown_it", "nh3", "charset_normalizer"]
+    include=["reports", "pypdfium2", "docx", "markdown_it", "nh3", "charset_normalizer"]
 ):
     from tests.security import fuzz_targets as targets
 

@@ -12,10 +12,8 @@ import contextlib
 import io
 import zipfile
 
-from reports.parsers import parser_for
+from reports.parsers import docx, parser_for, pdf
 from reports.parsers.base import InvalidContent, ParseError, UnsupportedContent
-from reports.parsers.docx import document_text
-from reports.parsers.pdf import page_texts
 from reports.rendering import render_markdown
 from reports.submissions import display_name
 from reports.validation import validate_report
@@ -48,7 +46,7 @@ def check_docx(data: bytes) -> None:
     except SUBMIT_ERRORS:
         return
     try:
-        _clean(document_text(data))
+        _clean(docx.document_text(data))
     except ParseError as exc:
         assert str(exc)
 
@@ -56,8 +54,7 @@ def check_docx(data: bytes) -> None:
 def check_pdf_pages(data: bytes) -> None:
     """The in-process half of the PDF parser (the sandbox runs it in a child)."""
     try:
-        for page in page_texts(data):
-            _clean(page)
+        pdf.document_text(data)
     except ParseError as exc:
         assert str(exc)
 

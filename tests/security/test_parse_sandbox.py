@@ -15,21 +15,21 @@ from tests.security import hostile
 GENEROUS = Limits(cpu_s=30, memory_mb=1024, wall_s=60)
 
 
-def test_the_child_returns_the_pages_text():
-    pages = run("reports.parsers.pdf.page_texts", samples.text_pdf("One", "Two"), GENEROUS)
-    assert pages == ["One", "Two"]
+def test_the_child_returns_the_documents_text():
+    text = run("reports.parsers.pdf.document_text", samples.text_pdf("One", "Two"), GENEROUS)
+    assert text.split() == ["One", "Two"]
 
 
 def test_a_parse_error_in_the_child_reaches_the_caller_with_its_message():
     locked = samples.encrypted_pdf(samples.text_pdf("Secret"), "pw")
     with pytest.raises(ParseError, match="password-protected"):
-        run("reports.parsers.pdf.page_texts", locked, GENEROUS)
+        run("reports.parsers.pdf.document_text", locked, GENEROUS)
 
 
 def test_a_child_that_burns_cpu_is_killed_at_its_cpu_limit():
     started = time.monotonic()
     with pytest.raises(ParseError, match=r"too long to read \(1 s of CPU time\)"):
-        run("reports.parsers.pdf.page_texts", hostile.pdf_that_explodes(), Limits(1, 1024, 60))
+        run("reports.parsers.pdf.document_text", hostile.pdf_that_explodes(), Limits(1, 1024, 60))
     # Killed by the kernel after one second of CPU time (SIGXCPU), well before the wall clock.
     assert time.monotonic() - started < 30
 
@@ -46,7 +46,7 @@ def test_a_child_that_allocates_without_end_is_stopped_at_its_memory_limit():
     with pytest.raises(ParseError, match="too much memory"):
         run("tests.security.hostile.allocate_without_end", b"", limits)
     # The same limit leaves room for reading an ordinary document.
-    assert run("reports.parsers.pdf.page_texts", samples.text_pdf("Fine"), limits) == ["Fine"]
+    assert run("reports.parsers.pdf.document_text", samples.text_pdf("Fine"), limits) == "Fine"
 
 
 def test_a_child_that_dies_otherwise_is_a_plain_could_not_be_read():
