@@ -52,8 +52,7 @@ def submit(base_url: str, token: str, path: str) -> str:
             "Content-Type: text/markdown\r\n\r\n"
         ).encode()
         + document
-        # The same document for every stream: each must be written, not the earlier report.
-        + f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="fresh"\r\n\r\n1'.encode()
+        # The same document for every stream: each is written anew (reuse only on request).
         + f"\r\n--{boundary}--\r\n".encode()
     )
     request = urllib.request.Request(

@@ -8,6 +8,7 @@ from functools import wraps
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
+from django.db import OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
@@ -142,6 +143,8 @@ def _answer(view, methods: set[str], request, *args, **kwargs):
         return ApiError(
             400, "invalid_request", f"The upload could not be read as a form: {exc}"
         ).response()
+    except OperationalError:
+        raise  # the database is out of reach: the middleware answers 503 database_unavailable
     except Exception:
         # A bug must not answer a script with Django's HTML error page.
         log.exception("unexpected error in %s", request.path)

@@ -89,9 +89,10 @@ PROVIDER_WORDS = frozenset(
 )
 
 
-def user_message(error_type: str, message: str) -> str:
-    """Return the message a user is shown for a failure of this type."""
-    if error_type in PROVIDER_WORDS:
+def user_message(error_type: str, message: str, *, plain: bool = False) -> str:
+    """Return the message a user is shown for a failure of this type: a provider's own
+    words (`plain` false) are replaced by a plain sentence."""
+    if error_type in PROVIDER_WORDS and not plain:
         return FAILURES[error_type][1]
     return message
 

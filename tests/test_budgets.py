@@ -405,7 +405,7 @@ def test_expanding_documents_in_parallel_never_cost_more_than_the_budget(
     settings.REPORTS_DEFAULT_BUDGET_MICROS = limit = 300_000  # $0.30
     assert len(EXPANDING_DOCX) < 50_000
     for n in range(5):  # each reserves little at submit: the upload is small
-        response = submit(alice_client, upload(f"harbours-{n}.docx", EXPANDING_DOCX), fresh="1")
+        response = submit(alice_client, upload(f"harbours-{n}.docx", EXPANDING_DOCX))
         assert response.status_code == 201, response.content
 
     run_all(worker)

@@ -29,7 +29,7 @@ def test_wait_estimate_is_the_lanes_median_run_time_times_position_over_slots(
 ):
     settings.REPORTS_LANE_LIMITS = {"short": 2, "long": 1}
     for seconds in (10, 20, 30, 400):
-        task = task_of(submit(alice_client, fresh="1"))  # not the earlier report again
+        task = task_of(submit(alice_client))  # a new task: reuse is only on request
         Task.objects.filter(pk=task.pk).update(
             status=Status.SUCCEEDED,
             claimed_at=F("created_at"),
@@ -48,8 +48,8 @@ def test_queued_status_says_the_place_in_line_and_the_wait(alice_client, setting
         claimed_at=F("created_at"),
         finished_at=F("created_at") + timedelta(seconds=40),
     )
-    task_of(submit(alice_client, fresh="1"))  # not the earlier report again
-    mine = task_of(submit(alice_client, fresh="1"))
+    task_of(submit(alice_client))  # a new task: reuse is only on request
+    mine = task_of(submit(alice_client))
     status = presentation.status_context(mine, {"status": "queued"})
     assert status["value"] == "queued"
     assert status["detail"] == "2nd in line, estimated wait about 80 s"

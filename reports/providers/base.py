@@ -77,10 +77,14 @@ class ProviderError(Exception):
         retry_after_s: float | None = None,
         status_code: int | None = None,
         request_id: str | None = None,
+        plain: bool = False,
     ) -> None:
         super().__init__(message)
         self.error_type = error_type
         self.message = message
+        # The message is Reportline's own words, fit to show a user as it is; otherwise it
+        # is the provider's, kept for staff while users read a plain sentence.
+        self.plain = plain
         self.retry = retry
         self.retry_after_s = retry_after_s
         self.status_code = status_code

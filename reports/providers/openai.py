@@ -264,6 +264,7 @@ class OpenAIProvider(Provider):
             "for the report: raise the server's context size or lower "
             "REPORTS_MAX_OUTPUT_TOKENS.",
             request_id=overflowed.request_id,
+            plain=True,
         )
 
     def _status_error(self, exc: openai.APIStatusError) -> ProviderError:

@@ -42,6 +42,12 @@ class Outcome:
     error_type: str = ""
     message: str = ""
     retry_after_s: float | None = None
+    plain: bool = False  # the message is fit for users as it is (ProviderError.plain)
+
+    @property
+    def user_message(self) -> str:
+        """The message a user is shown; the provider's own words stay on the attempt."""
+        return presentation.user_message(self.error_type, self.message, plain=self.plain)
 
 
 @dataclass(frozen=True)
@@ -70,10 +76,13 @@ def end_data(outcome: Outcome, partial: bool, task_fields: dict) -> dict:
         return {"result_id": str(task_fields["result_id"])}
     if outcome.status == Status.CANCELLED:
         return {"partial": partial}
-    message = presentation.user_message(outcome.error_type, outcome.message)
     if outcome.status == Status.FAILED:
-        return {"error_type": outcome.error_type, "partial": partial, "message": message}
-    return {"partial": partial, "message": message}
+        return {
+            "error_type": outcome.error_type,
+            "partial": partial,
+            "message": outcome.user_message,
+        }
+    return {"partial": partial, "message": outcome.user_message}
 
 
 def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event | None:
@@ -117,9 +126,7 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
         )
     task_fields.setdefault("error_type", outcome.error_type)
     # The provider's own words stay on the attempt, for staff (reports.presentation).
-    task_fields.setdefault(
-        "error_message", presentation.user_message(outcome.error_type, outcome.message)
-    )
+    task_fields.setdefault("error_message", outcome.user_message)
     return lifecycle.end_task(
         record.task_id,
         record.task_status,

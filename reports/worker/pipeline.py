@@ -328,7 +328,9 @@ class AttemptRun:
 
     def _provider_failed(self, exc: ProviderError) -> Outcome:
         if exc.retry is Retry.UNKNOWN:
-            return Outcome(Status.RECONCILIATION_REQUIRED, exc.error_type, exc.message)
+            return Outcome(
+                Status.RECONCILIATION_REQUIRED, exc.error_type, exc.message, plain=exc.plain
+            )
         delay = exc.retry_after_s or 0.0
         may_retry = (
             exc.retry is Retry.RETRYABLE
@@ -339,7 +341,7 @@ class AttemptRun:
         )
         if may_retry:
             return Outcome(Status.QUEUED, exc.error_type, exc.message, retry_after_s=delay)
-        return Outcome(Status.FAILED, exc.error_type, exc.message)
+        return Outcome(Status.FAILED, exc.error_type, exc.message, plain=exc.plain)
 
     async def _flush(self) -> None:
         """Persist the waiting text as one delta event (renewing the lease), then fan it out."""

@@ -4,26 +4,25 @@ import pytest
 
 from reports import budgets
 from reports.models import Budget, Task
-from reports.providers.base import ProviderError, Retry, TextDelta
-from tests.helpers import run_all
+from reports.worker.leases import claim_next_task, reap_expired_leases
+from tests.helpers import expire_lease, run_all
 
 pytestmark = pytest.mark.django_db
 
 BUDGETS = "/admin/reports/budget/"
 
 
-async def drop_after_text(request, clock):
-    yield TextDelta("# Half")
-    raise ProviderError("provider_error", "dropped", retry=Retry.RETRYABLE)
-
-
 @pytest.fixture
-def pending(make_task, scripted_worker) -> Task:
-    """Alice's failed task whose usage is unknown: its reservation is still held."""
+def pending(make_task, settings) -> Task:
+    """Alice's failed task whose usage is unknown — its worker was lost during the call —
+    so its reservation is still held."""
+    settings.REPORTS_MAX_ATTEMPTS = 1
     task = make_task()
-    run_all(scripted_worker(drop_after_text))
+    assert claim_next_task("a-worker-that-dies") is not None
+    expire_lease(task)
+    reap_expired_leases()
     task.refresh_from_db()
-    assert task.cost_status == "pending_reconciliation"
+    assert (task.status, task.cost_status) == ("failed", "pending_reconciliation")
     return task
 
 

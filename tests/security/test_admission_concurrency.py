@@ -36,7 +36,7 @@ def create_in_parallel(user) -> Counter:
             client.force_login(user)
             barrier.wait()
             for n in range(CREATIONS // THREADS):
-                response = submit(client, upload(f"doc-{thread}-{n}.md"), fresh="1")
+                response = submit(client, upload(f"doc-{thread}-{n}.md"))
                 code = (response.json()["error"] or {}).get("code", response.status_code)
                 with lock:
                     answers[code] += 1

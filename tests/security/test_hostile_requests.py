@@ -51,10 +51,10 @@ def test_a_page_number_out_of_range_is_a_json_400(alice_client, page):
 def test_an_unexpected_error_in_the_api_is_answered_as_json(alice_client, monkeypatch):
     from reports import api
 
-    def broken(task):
+    def broken(tasks):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(api, "task_body", broken)
+    monkeypatch.setattr(api, "task_bodies", broken)
     submit(alice_client)
     client = Client(raise_request_exception=False)
     client.force_login(Task.objects.get().owner)

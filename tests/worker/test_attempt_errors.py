@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from reports import storage
 from reports.models import Attempt, ErrorType
 from reports.worker import pipeline
 from tests.helpers import REPORT, run_all, stored_uploads, whole_report
@@ -27,8 +28,7 @@ def traceback_logged(caplog) -> bool:
 @pytest.mark.django_db(transaction=True)
 def test_a_missing_upload_fails_the_task_at_once_and_frees_its_slot(make_task, worker, caplog):
     task = make_task()
-    for path in stored_uploads():
-        path.unlink()
+    storage.delete_uploads(stored_uploads())
 
     run_all(worker)  # returns only once every attempt it started has ended
 

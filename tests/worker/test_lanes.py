@@ -73,7 +73,7 @@ def big_report(kb: int = 195) -> str:
 
 def submit_file(owner, name: str, data: bytes) -> Task:
     extension = name[name.rindex(".") :]
-    submission = Submission((Upload(name, extension, data),), "", "ok", None, fresh=True)
+    submission = Submission((Upload(name, extension, data),), "", "ok", None)
     task, _ = submissions.submit(owner, submission)
     return task
 

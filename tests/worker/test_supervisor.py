@@ -341,12 +341,12 @@ def test_status_values_are_the_contract():
 
 @pytest.mark.django_db
 def test_the_same_file_is_parsed_once_per_owner(make_task, worker, bob, monkeypatch):
-    from reports.parsers.text import TextParser
+    from reports.parsers.markdown import MarkdownParser
 
     calls = []
-    original = TextParser.extract
+    original = MarkdownParser.extract
     monkeypatch.setattr(
-        TextParser, "extract", lambda self, data: calls.append(1) or original(self, data)
+        MarkdownParser, "extract", lambda self, data: calls.append(1) or original(self, data)
     )
     make_task(), make_task()
     run_all(worker)
