@@ -80,9 +80,9 @@ def _body(task: Task, attempts: list[Attempt], text_length: int) -> dict:
         "task_id": str(task.pk),
         "status": task.status,
         "lane": task.lane,
-        "url": f"/tasks/{task.pk}/",
-        "events_url": f"/api/tasks/{task.pk}/events",
-        "ws_url": f"/ws/tasks/{task.pk}/",
+        "url": reverse("task", args=[task.pk]),
+        "events_url": reverse("api-task-events", args=[task.pk]),
+        "ws_url": f"/ws/tasks/{task.pk}/",  # a Channels route: reverse() does not know it
         "created_at": task.created_at.isoformat(),
         "queue_position": task.queue_position(),
         "attempts": [
@@ -104,7 +104,7 @@ def _body(task: Task, attempts: list[Attempt], text_length: int) -> dict:
         "result": (
             {
                 "result_id": str(task.result_id),
-                "download_url": f"/api/tasks/{task.pk}/result",
+                "download_url": reverse("api-task-result", args=[task.pk]),
                 "sha256": task.result_sha256,
                 "bytes": task.result_bytes,
             }
@@ -151,7 +151,7 @@ def create_task(request: HttpRequest, user) -> JsonResponse:
     earlier = submissions.earlier_result(user, submission)
     if earlier is not None:
         response = JsonResponse(task_body(earlier), status=200)
-        response["Location"] = f"/api/tasks/{earlier.pk}"
+        response["Location"] = reverse("api-task", args=[earlier.pk])
         response["Reused-Result"] = "true"
         return response
     return _submitted(request, user, submission)
@@ -162,7 +162,7 @@ def _submitted(request: HttpRequest, user, submission: submissions.Submission) -
         task, replayed = submissions.submit(user, submission)
     task.refresh_from_db()
     response = JsonResponse(task_body(task), status=200 if replayed else 201)
-    response["Location"] = f"/api/tasks/{task.pk}"
+    response["Location"] = reverse("api-task", args=[task.pk])
     if replayed:
         response["Idempotent-Replayed"] = "true"
     return response

@@ -33,7 +33,7 @@ from django.db import transaction
 from django.db.models import BigIntegerField, F, Value
 from django.db.models.functions import Least
 
-from reports.models import Attempt, Budget, CostStatus, Task
+from reports.models import Attempt, Budget, CostStatus, ErrorType, Task
 from reports.providers.base import GenerationRequest
 from reports.providers.prompts import build_messages
 
@@ -48,7 +48,13 @@ PROMPT_TOKENS = 1_000
 # Failures of a request the provider refused before answering (an HTTP error status or no
 # connection): nothing was generated, nothing is billed.
 REFUSALS = frozenset(
-    {"provider_error", "provider_auth", "provider_rejected", "provider_quota", "rate_limited"}
+    {
+        ErrorType.PROVIDER_ERROR,
+        ErrorType.PROVIDER_AUTH,
+        ErrorType.PROVIDER_REJECTED,
+        ErrorType.PROVIDER_QUOTA,
+        ErrorType.RATE_LIMITED,
+    }
 )
 MEASURED = ("provider", "estimate")  # usage sources that count as known usage
 # The request actually sent, at its worst: a byte-level tokenizer never makes more tokens

@@ -21,7 +21,7 @@ from django.db.models import DurationField, ExpressionWrapper, F, Sum
 from django.db.models.functions import Now
 
 from reports.budgets import MICROS
-from reports.models import TERMINAL, Attempt, CostStatus, Status, Task, TaskEvent
+from reports.models import TERMINAL, Attempt, CostStatus, ErrorType, Status, Task, TaskEvent
 
 WAIT_SAMPLE = 20  # succeeded tasks of the lane that the wait estimate is based on
 
@@ -37,55 +37,64 @@ LABELS = {
 
 # Why a task ended without a report, in plain words: (short, for the status line; long).
 FAILURES = {
-    "provider_error": (
+    ErrorType.PROVIDER_ERROR: (
         "the provider dropped the connection",
         "The provider dropped the connection before the report was finished.",
     ),
-    "provider_auth": (
+    ErrorType.PROVIDER_AUTH: (
         "the provider refused our credentials",
         "The provider refused our credentials, so no report could be written.",
     ),
-    "provider_rejected": (
+    ErrorType.PROVIDER_REJECTED: (
         "the provider refused the request",
         "The provider refused the request.",
     ),
-    "provider_quota": (
+    ErrorType.PROVIDER_QUOTA: (
         "the provider's spending limit was reached",
         "The provider's spending limit was reached.",
     ),
-    "rate_limited": (
+    ErrorType.RATE_LIMITED: (
         "the provider kept asking us to wait",
         "The provider kept asking us to wait, for longer than the retries allow.",
     ),
-    "stream_truncated": (
+    ErrorType.STREAM_TRUNCATED: (
         "the stream ended early",
         "The stream ended early: the provider stopped before the report was complete.",
     ),
-    "empty_output": ("no text", "The provider finished without writing any text."),
-    "stalled": ("stalled", "The provider stalled: no text arrived for too long."),
-    "timeout": ("timed out", "The report timed out: it ran past the task's time limit."),
-    "validation_failed": (
+    ErrorType.EMPTY_OUTPUT: ("no text", "The provider finished without writing any text."),
+    ErrorType.STALLED: (ErrorType.STALLED, "The provider stalled: no text arrived for too long."),
+    ErrorType.TIMEOUT: ("timed out", "The report timed out: it ran past the task's time limit."),
+    ErrorType.VALIDATION_FAILED: (
         "did not pass the checks",
         "The report was written in full but did not have the shape of a report (a title, "
         "a summary and at least one more section), so it was not saved.",
     ),
-    "save_failed": ("could not be saved", "The report could not be saved."),
-    "invalid_input": ("the document could not be read", "The document could not be read."),
-    "budget_exhausted": (
+    ErrorType.SAVE_FAILED: ("could not be saved", "The report could not be saved."),
+    ErrorType.INVALID_INPUT: ("the document could not be read", "The document could not be read."),
+    ErrorType.BUDGET_EXHAUSTED: (
         "budget exhausted",
         "Your remaining budget cannot cover this report.",
     ),
-    "worker_lost": (
+    ErrorType.WORKER_LOST: (
         "the worker stopped responding",
         "The worker writing the report stopped responding, and no attempts were left.",
     ),
-    "worker_error": ("an internal error", "Something went wrong on our side; the report stopped."),
+    ErrorType.WORKER_ERROR: (
+        "an internal error",
+        "Something went wrong on our side; the report stopped.",
+    ),
 }
 # Failures whose message carries the provider's own words (its error text, with the key
 # redacted): users are told the plain sentence above, and staff read the provider's text
 # on the attempt in admin.
 PROVIDER_WORDS = frozenset(
-    {"provider_error", "provider_auth", "provider_rejected", "provider_quota", "rate_limited"}
+    {
+        ErrorType.PROVIDER_ERROR,
+        ErrorType.PROVIDER_AUTH,
+        ErrorType.PROVIDER_REJECTED,
+        ErrorType.PROVIDER_QUOTA,
+        ErrorType.RATE_LIMITED,
+    }
 )
 
 
@@ -220,7 +229,7 @@ def incomplete_context(status: str, data: dict) -> dict[str, str] | None:
         reason = FAILURES.get(data.get("error_type", ""), ("", "The report failed."))[1]
     if not data.get("partial"):
         partial = "No text arrived."
-    elif data.get("error_type") == "validation_failed":
+    elif data.get("error_type") == ErrorType.VALIDATION_FAILED:
         partial = "The text below arrived whole; it is shown as written, without formatting."
     else:
         partial = "The text below is what arrived before it stopped; it is incomplete."

@@ -15,10 +15,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models.functions import Now
 
-from reports.models import STAGES, TERMINAL, Attempt, Status, Task
+from reports.models import STAGES, TERMINAL, Attempt, ErrorType, Status, Task
 from reports.observability.percentiles import Sample, Summary, summarize
 
-TIMEOUT_ERRORS = ("timeout", "stalled")
+TIMEOUT_ERRORS = (ErrorType.TIMEOUT, ErrorType.STALLED)
 WINDOWS = {
     "1h": ("last hour", timedelta(hours=1)),
     "24h": ("last 24 hours", timedelta(hours=24)),

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from reports.clock import Clock
+from reports.models import ErrorType
 from reports.providers import fitting
 from reports.providers.base import (
     Completed,
@@ -152,7 +153,7 @@ class OpenAIProvider(Provider):
         except openai.APITimeoutError as exc:
             if isinstance(exc.__cause__, NOT_SENT):
                 raise ProviderError(
-                    "provider_error",
+                    ErrorType.PROVIDER_ERROR,
                     f"Could not connect to the provider at {self.base_url} in time.",
                     retry=Retry.RETRYABLE,
                 ) from None
@@ -171,7 +172,7 @@ class OpenAIProvider(Provider):
             if sent and self.fitter.may_overflow(request, settings.REPORTS_CONTEXT_TOKENS):
                 raise _Overflowed(fitting.Overflow(window=None, prompt_tokens=None), None) from None
             raise ProviderError(
-                "provider_error",
+                ErrorType.PROVIDER_ERROR,
                 f"Could not reach the provider at {self.base_url}: {_cause(exc)}.",
                 retry=Retry.RETRYABLE,
             ) from None
@@ -205,7 +206,7 @@ class OpenAIProvider(Provider):
                 raise self._broken_stream(exc, request_id) from None
         except ValueError as exc:  # an event that is not JSON: not a server we understand
             raise ProviderError(
-                "provider_error",
+                ErrorType.PROVIDER_ERROR,
                 f"The provider sent a malformed stream: {exc}.",
                 request_id=request_id,
             ) from None
@@ -258,7 +259,7 @@ class OpenAIProvider(Provider):
         window = self.fitter.context_tokens(configured)
         chars = sum(len(doc.text) for doc in sent.documents)
         return ProviderError(
-            "provider_rejected",
+            ErrorType.PROVIDER_REJECTED,
             f"The input does not fit the model's context window of {window:,} tokens, "
             f"even cut to {chars:,} characters with {sent.max_output_tokens:,} tokens kept "
             "for the report: raise the server's context size or lower "
@@ -272,7 +273,7 @@ class OpenAIProvider(Provider):
         if status in (401, 403):
             # The provider's own message may quote part of the key: it is not repeated.
             return ProviderError(
-                "provider_auth",
+                ErrorType.PROVIDER_AUTH,
                 f"The provider refused the credentials (HTTP {status}): check OPENAI_API_KEY "
                 "and what it is allowed to use.",
                 status_code=status,
@@ -281,7 +282,7 @@ class OpenAIProvider(Provider):
         detail = self._detail(exc)
         if status == 429 and (exc.code in SPEND_CAP_CODES or exc.type in SPEND_CAP_CODES):
             return ProviderError(
-                "provider_quota",
+                ErrorType.PROVIDER_QUOTA,
                 f"The provider account's spend cap or quota is used up (HTTP 429): {detail}",
                 status_code=status,
                 request_id=request_id,
@@ -290,7 +291,7 @@ class OpenAIProvider(Provider):
             wait = retry_after_s(exc.response.headers)
             asked = f"; it asked to wait {wait:g} s" if wait is not None else ""
             return ProviderError(
-                "rate_limited",
+                ErrorType.RATE_LIMITED,
                 f"The provider is busy (HTTP {status}){asked}: {detail}",
                 retry=Retry.RETRYABLE,
                 retry_after_s=wait,
@@ -299,14 +300,14 @@ class OpenAIProvider(Provider):
             )
         if status >= 500 or status == 408:
             return ProviderError(
-                "provider_error",
+                ErrorType.PROVIDER_ERROR,
                 f"The provider failed (HTTP {status}): {detail}",
                 retry=Retry.RETRYABLE,
                 status_code=status,
                 request_id=request_id,
             )
         return ProviderError(
-            "provider_rejected",
+            ErrorType.PROVIDER_REJECTED,
             f"The provider refused the request (HTTP {status}): {detail}",
             status_code=status,
             request_id=request_id,
@@ -316,7 +317,7 @@ class OpenAIProvider(Provider):
         if isinstance(exc, openai.APITimeoutError):
             # Only when the runner's stall clock did not end the attempt first.
             return ProviderError(
-                "stalled",
+                ErrorType.STALLED,
                 "The provider sent nothing more for longer than the read timeout.",
                 request_id=request_id,
             )
@@ -326,7 +327,7 @@ class OpenAIProvider(Provider):
             message = f"The provider reported an error mid-stream: {self._detail(exc)}"
         # Retryable only while no text has arrived; the runner checks that.
         return ProviderError(
-            "provider_error", message, retry=Retry.RETRYABLE, request_id=request_id
+            ErrorType.PROVIDER_ERROR, message, retry=Retry.RETRYABLE, request_id=request_id
         )
 
     def _detail(self, exc: openai.APIError) -> str:

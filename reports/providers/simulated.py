@@ -13,6 +13,7 @@ import re
 from collections.abc import AsyncIterator
 
 from reports.clock import Clock
+from reports.models import ErrorType
 from reports.providers import SCENARIOS, pacing
 from reports.providers.base import (
     Completed,
@@ -90,13 +91,13 @@ class SimulatedProvider(Provider):
         scenario = request.scenario or "ok"
         if scenario not in SCENARIOS:
             raise ProviderError(
-                "provider_rejected",
+                ErrorType.PROVIDER_REJECTED,
                 f"The simulated provider has no scenario {scenario!r}.",
                 status_code=400,
             )
         if scenario == "rate_limited" and request.attempt_number == 1:
             raise ProviderError(
-                "rate_limited",
+                ErrorType.RATE_LIMITED,
                 "The provider asked us to wait 2 s.",
                 retry=Retry.RETRYABLE,
                 retry_after_s=2,
@@ -139,7 +140,7 @@ class SimulatedProvider(Provider):
 
         if scenario == "error":
             raise ProviderError(
-                "provider_error",
+                ErrorType.PROVIDER_ERROR,
                 "The provider closed the connection mid-stream.",
                 retry=Retry.RETRYABLE,
             )

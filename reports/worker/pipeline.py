@@ -131,14 +131,14 @@ class AttemptRun:
     async def _stages(self) -> Outcome:
         if self.clock.monotonic() >= self.deadline:
             return Outcome(
-                Status.FAILED, "timeout", "The task waited in the queue past its deadline."
+                Status.FAILED, ErrorType.TIMEOUT, "The task waited in the queue past its deadline."
             )
         with self._timed(Stage.PARSE):
             await self._mark_parsing(True)  # a worker lost from here on blames the document
             try:
                 documents = await self._read_documents()
             except ParseError as exc:
-                return Outcome(Status.FAILED, "invalid_input", str(exc))
+                return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
             await self._mark_parsing(False)
         with self._timed(Stage.PREPARE):
             request = await lanes.on_shared_db(build_request)(self.claim, documents)
@@ -197,7 +197,9 @@ class AttemptRun:
             await self._queue.put(exc)
         except Exception as exc:  # an adapter bug must end the attempt, not hang it
             log.exception("provider %s raised unexpectedly", self.provider.name)
-            await self._queue.put(ProviderError("provider_error", f"Provider failure: {exc}"))
+            await self._queue.put(
+                ProviderError(ErrorType.PROVIDER_ERROR, f"Provider failure: {exc}")
+            )
 
     async def _consume(self) -> Outcome:
         self._sent_at = self._last_text_at = self.clock.monotonic()
@@ -260,7 +262,7 @@ class AttemptRun:
     def _overdue(self, now: float) -> Outcome | None:
         """Return how the attempt ends when a time limit has passed (heartbeats don't count)."""
         if now >= self.deadline:
-            return Outcome(Status.FAILED, "timeout", "The task ran past its deadline.")
+            return Outcome(Status.FAILED, ErrorType.TIMEOUT, "The task ran past its deadline.")
         if now < self._silence_due():
             return None
         if not self._answered:
@@ -271,7 +273,7 @@ class AttemptRun:
             )
         return Outcome(
             Status.FAILED,
-            "stalled",
+            ErrorType.STALLED,
             f"No text arrived for {settings.REPORTS_STALL_TIMEOUT_S:g} s.",
         )
 
@@ -302,7 +304,7 @@ class AttemptRun:
         elif item is _END:
             return Outcome(
                 Status.FAILED,
-                "stream_truncated",
+                ErrorType.STREAM_TRUNCATED,
                 "The stream ended before the report was complete.",
             )
         elif isinstance(item, ProviderError):
@@ -319,11 +321,11 @@ class AttemptRun:
         if done.finish_reason != "stop":
             return Outcome(
                 Status.FAILED,
-                "stream_truncated",
+                ErrorType.STREAM_TRUNCATED,
                 f"The provider stopped early (finish reason: {done.finish_reason}).",
             )
         if not "".join(self.text).strip():
-            return Outcome(Status.FAILED, "empty_output", "The provider returned no text.")
+            return Outcome(Status.FAILED, ErrorType.EMPTY_OUTPUT, "The provider returned no text.")
         return Outcome(Status.FINALIZING)
 
     def _provider_failed(self, exc: ProviderError) -> Outcome:
@@ -374,7 +376,7 @@ class AttemptRun:
                 report, max_kb=settings.REPORTS_MAX_REPORT_KB
             )
         if problems:
-            return Outcome(Status.FAILED, "validation_failed", " ".join(problems))
+            return Outcome(Status.FAILED, ErrorType.VALIDATION_FAILED, " ".join(problems))
         with self._timed(Stage.RENDER):
             html = await lanes.in_blocking_pool(rendering.render_markdown)(report)
         result_id = uuid.uuid4()
@@ -383,7 +385,9 @@ class AttemptRun:
                 sha256, size = await lanes.in_blocking_pool(storage.save_result)(result_id, report)
             except OSError as exc:
                 log.error("saving the report of task %s failed: %s", self.task_id, exc)
-                return Outcome(Status.FAILED, "save_failed", "The report could not be saved.")
+                return Outcome(
+                    Status.FAILED, ErrorType.SAVE_FAILED, "The report could not be saved."
+                )
         try:
             await self._end(
                 Outcome(Status.SUCCEEDED),
