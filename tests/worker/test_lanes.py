@@ -26,6 +26,7 @@ from reports.submissions import Submission, Upload
 from reports.worker.leases import reap_expired_leases
 from reports.worker.supervisor import Supervisor
 from tests.helpers import ScriptedProvider, wait_for
+from tests.security import hostile
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,35 +35,9 @@ PARSE_TIMEOUT_S = 3  # the slow document is stopped by its wall-clock limit, aft
 OPENING = "# Report\n\n## Summary\n\nIt works.\n\n## Details\n\n"
 
 
-def slow_pdf(draws: int = 5000) -> bytes:
-    """Return a 40 KB one-page PDF that draws one small form `draws` times: reading its
-    text takes pypdf seconds (more than PARSE_TIMEOUT_S on any machine we run on)."""
-    form = b"BT /F1 12 Tf 10 10 Td (slow) Tj ET"
-    page = b"/X1 Do\n" * draws
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R"
-        b" /Resources << /XObject << /X1 5 0 R >> /Font << /F1 6 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(page), page),
-        b"<< /Type /XObject /Subtype /Form /BBox [0 0 100 100]"
-        b" /Resources << /Font << /F1 6 0 R >> >> /Length %d >>\nstream\n%s\nendstream"
-        % (len(form), form),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
-        len(objects) + 1,
-        xref,
-    )
-    return bytes(out)
+def slow_pdf() -> bytes:
+    """Return a 62 KB PDF whose text takes PDFium far longer than PARSE_TIMEOUT_S to read."""
+    return hostile.pdf_that_explodes()
 
 
 def big_report(kb: int = 195) -> str:
@@ -168,7 +143,10 @@ async def test_a_slow_document_does_not_stop_another_stream(alice, make_task, se
     streaming = await sync_to_async(make_task)()
 
     slow = await stream_beside(
-        worker, streams, streaming, lambda: submit_file(alice, "slow.pdf", slow_pdf())
+        worker,
+        streams,
+        streaming,
+        lambda: submit_file(alice, "slow.pdf", slow_pdf()),
     )
 
     assert (slow.status, slow.error_type) == ("failed", "invalid_input")
