@@ -12,7 +12,7 @@ from reports.providers.base import Completed, Heartbeat, TextDelta
 from reports.streaming import broadcast
 from reports.worker import leases
 from reports.worker.leases import claim_next_task, reap_expired_leases
-from tests.helpers import REPORT, expire_lease, run_all, saved_report, whole_report
+from tests.helpers import REPORT, expire_lease, run_all, saved_report, wait_for, whole_report
 
 db = sync_to_async
 async_db = pytest.mark.django_db(transaction=True)
@@ -102,7 +102,12 @@ async def test_cancel_of_a_running_task_stops_it_and_keeps_partial_text(make_tas
 
 
 @async_db
-async def test_a_worker_that_lost_its_lease_writes_nothing_more(make_task, scripted_worker):
+async def test_a_worker_that_lost_its_lease_writes_nothing_more(
+    make_task, scripted_worker, settings
+):
+    # No heartbeat during the test (its own thread could renew the lease between the test
+    # expiring it and reaping it): the lease is lost only where the test says.
+    settings.REPORTS_LEASE_S = 600
     task = await db(make_task)()
     first_chunk_saved = asyncio.Event()
     resume = asyncio.Event()
@@ -120,6 +125,11 @@ async def test_a_worker_that_lost_its_lease_writes_nothing_more(make_task, scrip
     worker = scripted_worker(script)
     assert await worker.claim_and_start()
     await first_chunk_saved.wait()
+    # The chunk is written on the worker's own lane, which renews the lease as it commits:
+    # expire the lease only once that write is in.
+    await db(wait_for)(
+        lambda: TaskEvent.objects.filter(task=task, type="delta").exists(), "the first chunk"
+    )
     await db(expire_lease)(task)
     assert await db(reap_expired_leases)()  # back to queued: attempt 1 is over
     events_before = await db(TaskEvent.objects.filter(task=task).count)()
