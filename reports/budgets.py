@@ -33,7 +33,7 @@ from django.db import transaction
 from django.db.models import BigIntegerField, F, Value
 from django.db.models.functions import Least
 
-from reports.models import Attempt, Budget, CostStatus, ErrorType, Task
+from reports.models import Attempt, Budget, CostStatus, Task
 from reports.providers.base import GenerationRequest
 from reports.providers.prompts import build_messages
 
@@ -45,17 +45,6 @@ MICROS = 1_000_000
 # characters than bytes) and of the instructions, plus the prompt's own wording.
 BYTES_PER_TOKEN = 2
 PROMPT_TOKENS = 1_000
-# Failures of a request the provider refused before answering (an HTTP error status or no
-# connection): nothing was generated, nothing is billed.
-REFUSALS = frozenset(
-    {
-        ErrorType.PROVIDER_ERROR,
-        ErrorType.PROVIDER_AUTH,
-        ErrorType.PROVIDER_REJECTED,
-        ErrorType.PROVIDER_QUOTA,
-        ErrorType.RATE_LIMITED,
-    }
-)
 MEASURED = ("provider", "estimate")  # usage sources that count as known usage
 # The request actually sent, at its worst: a byte-level tokenizer never makes more tokens
 # than the UTF-8 bytes it is given, and chat framing adds a few tokens a message.

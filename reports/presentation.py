@@ -21,7 +21,16 @@ from django.db.models import DurationField, ExpressionWrapper, F, Sum
 from django.db.models.functions import Now
 
 from reports.budgets import MICROS
-from reports.models import TERMINAL, Attempt, CostStatus, ErrorType, Status, Task, TaskEvent
+from reports.models import (
+    PROVIDER_FAILURES,
+    TERMINAL,
+    Attempt,
+    CostStatus,
+    ErrorType,
+    Status,
+    Task,
+    TaskEvent,
+)
 
 WAIT_SAMPLE = 20  # succeeded tasks of the lane that the wait estimate is based on
 
@@ -84,24 +93,12 @@ FAILURES = {
         "Something went wrong on our side; the report stopped.",
     ),
 }
-# Failures whose message carries the provider's own words (its error text, with the key
-# redacted): users are told the plain sentence above, and staff read the provider's text
-# on the attempt in admin.
-PROVIDER_WORDS = frozenset(
-    {
-        ErrorType.PROVIDER_ERROR,
-        ErrorType.PROVIDER_AUTH,
-        ErrorType.PROVIDER_REJECTED,
-        ErrorType.PROVIDER_QUOTA,
-        ErrorType.RATE_LIMITED,
-    }
-)
 
 
 def user_message(error_type: str, message: str, *, plain: bool = False) -> str:
     """Return the message a user is shown for a failure of this type: a provider's own
     words (`plain` false) are replaced by a plain sentence."""
-    if error_type in PROVIDER_WORDS and not plain:
+    if error_type in PROVIDER_FAILURES and not plain:
         return FAILURES[error_type][1]
     return message
 

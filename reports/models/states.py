@@ -63,6 +63,20 @@ class ErrorType(models.TextChoices):
     WORKER_ERROR = "worker_error"  # the attempt raised: a bug or a broken file, not the provider
 
 
+# The failures the provider itself reported for a request (an HTTP error status, or no
+# connection): it refused the request before writing anything, and its own error text is
+# what the message carries.
+PROVIDER_FAILURES = frozenset(
+    {
+        ErrorType.PROVIDER_ERROR,
+        ErrorType.PROVIDER_AUTH,
+        ErrorType.PROVIDER_REJECTED,
+        ErrorType.PROVIDER_QUOTA,
+        ErrorType.RATE_LIMITED,
+    }
+)
+
+
 class AttemptStatus(models.TextChoices):
     """Where one attempt stands or how it ended (a task's status says where the task is)."""
 

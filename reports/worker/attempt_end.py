@@ -16,7 +16,7 @@ from functools import partial
 from django.conf import settings
 
 from reports import budgets, lifecycle, presentation
-from reports.models import AttemptStatus, Event, Status, db_now_plus
+from reports.models import PROVIDER_FAILURES, AttemptStatus, Event, Status, db_now_plus
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.providers.base import Usage
@@ -157,13 +157,13 @@ def usage_at_end(record: AttemptRecord, outcome: Outcome) -> Usage:
 
 def billed_nothing(record: AttemptRecord, outcome: Outcome) -> bool:
     """Whether the provider certainly billed this attempt nothing: it was never called,
-    or it refused the request before answering (budgets.REFUSALS)."""
+    or it refused the request before answering (PROVIDER_FAILURES)."""
     if not record.provider_called:
         return True
     return (
         not record.answered
         and outcome.status != Status.RECONCILIATION_REQUIRED
-        and outcome.error_type in budgets.REFUSALS
+        and outcome.error_type in PROVIDER_FAILURES
     )
 
 
