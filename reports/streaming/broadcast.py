@@ -1,34 +1,53 @@
-"""Fan committed events out on the channel layer; the event table stays the truth.
+"""Fan committed events out; the event table stays the truth.
 
-The layer may drop messages (it is at-most-once), so a failure here is logged and
-ignored: followers fill any gap from the database.
+The feeds of this process get them at once, handed over in memory; other processes get
+them through the channel layer, which may drop messages (it is at-most-once), so a
+failure there is logged and ignored: followers fill any gap from the database. An
+in-process layer (the demo's) reaches no other process, so it is not used at all: going
+through it only cost time (it scans every channel on every send) and memory per page.
 """
 
+import asyncio
 import logging
 from collections.abc import Iterable
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from asgiref.sync import SyncToAsync, async_to_sync
 
 from reports.models import Event
+from reports.streaming import follower
 
 log = logging.getLogger(__name__)
 
 
-def group_name(task_id) -> str:
-    return f"task-{task_id}"
-
-
 async def publish(events: Iterable[Event]) -> None:
-    layer = get_channel_layer()
+    events = list(events)
+    follower.hand_over(events)
+    layer = follower.layer_across_processes()
     if layer is None:
         return
     for event in events:
         try:
-            await layer.group_send(group_name(event.task_id), event.as_message())
+            await layer.group_send(follower.group_name(event.task_id), event.as_message())
         except Exception:
             log.warning("broadcast failed for task %s seq %s", event.task_id, event.seq)
 
 
+_sending: set = set()  # hand-offs under way, held until done
+
+
 def publish_sync(events: Iterable[Event]) -> None:
-    async_to_sync(publish)(list(events))
+    """Fan committed events out from a thread.
+
+    In a thread that an event loop is waiting on (a lane: reports/lanes.py), the send is
+    handed to that loop and this returns at once: the worker's lane goes on to its next
+    write instead of waiting for a busy loop to get round to it. Anywhere else (a
+    request's thread, a command) it sends and waits.
+    """
+    events = list(events)
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    if loop is not None and loop.is_running():
+        sending = asyncio.run_coroutine_threadsafe(publish(events), loop)
+        _sending.add(sending)
+        sending.add_done_callback(_sending.discard)
+        return
+    async_to_sync(publish)(events)

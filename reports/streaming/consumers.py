@@ -32,6 +32,10 @@ MAX_BATCH_EVENTS = 200  # a replay of a long report goes out in a few messages, 
 # A socket that carries nothing for this long gets an empty batch: the page counts a
 # silence over twice this as a dead connection (docs/pages.md: data-connection).
 HEARTBEAT_S = 10.0
+# A queued page's place in line is re-sent at most this often: while a queue drains,
+# every claim moves every waiting page, and each refresh renders its line and wait
+# estimate on the shared database thread (benchmark 2: a quarter of that thread).
+PLACE_REFRESH_S = 2.0
 
 
 def resume_point(query_string: bytes) -> int | None:
@@ -49,6 +53,8 @@ class TaskConsumer(AsyncWebsocketConsumer):
     slot: limits.StreamSlot | None = None
     sending: asyncio.Task | None = None  # only while there is something to send
     shown_place: int | None = None  # the place in line last sent
+    place_sent_at = float("-inf")  # when (monotonic)
+    place_due: asyncio.TimerHandle | None = None  # a refresh held back until then
     sent_at = 0.0  # when this socket last carried a message (monotonic)
 
     async def connect(self) -> None:
@@ -83,6 +89,8 @@ class TaskConsumer(AsyncWebsocketConsumer):
             await asyncio.gather(self.sending, return_exceptions=True)
         if self.slot is not None:
             self.slot.release()
+        if self.place_due is not None:
+            self.place_due.cancel()
         _heartbeats.consumers.discard(self)
 
     def _wake(self) -> None:
@@ -112,15 +120,18 @@ class TaskConsumer(AsyncWebsocketConsumer):
             await self.close(code=1011)  # the page reconnects and resumes
 
     async def _send_events(self, events: list[Event]) -> None:
+        """Send the events' text at once, then, when the status changed, its lines.
+
+        The text reads nothing, so it is rendered here and goes out without waiting for
+        the one thread every consumer's database work queues for; only the status and
+        outcome lines (which read the task) wait for it, in a message of their own.
+        """
         self.last_seq = events[-1].seq
-        if all(event.type == "delta" for event in events):
-            # Text alone reads nothing: render it here, not in the one thread every
-            # consumer's database work queues for.
-            message, latest = live_message(self.task, events, self.last_seq)
-        else:
-            message, latest = await on_shared_db(live_message)(self.task, events, self.last_seq)
-        self.status_data = latest or self.status_data
+        message, latest = text_message(events, self.last_seq)
         await self._send(message)
+        if latest is not None:
+            self.status_data = latest
+            await self._send(await on_shared_db(status_message)(self.task, latest, self.last_seq))
 
     async def _send(self, message: str) -> None:
         self.sent_at = time.monotonic()
@@ -135,17 +146,27 @@ class TaskConsumer(AsyncWebsocketConsumer):
         """Re-send a queued task's status line: its place in line moves with no event.
 
         Only when the place changed (the feed reads it for all of a task's pages at
-        once): rendering the line (with its wait estimate) for every idle page every
-        2 s was a quarter of an idle server's CPU (benchmark 6).
+        once), and at most every PLACE_REFRESH_S: rendering the line (with its wait
+        estimate) for every idle page every 2 s was a quarter of an idle server's CPU
+        (benchmark 6). A change that comes sooner is sent when that time is up.
         """
         if place is None or place == self.shown_place:
             return
         if self.status_data.get("status") != Status.QUEUED:
             return
-        self.shown_place = place
+        wait_s = self.place_sent_at + PLACE_REFRESH_S - time.monotonic()
+        if wait_s > 0:
+            if self.place_due is None:
+                self.place_due = asyncio.get_running_loop().call_later(wait_s, self._place_due)
+            return
+        self.shown_place, self.place_sent_at = place, time.monotonic()
         self.task.queue_place = place
-        message = await on_shared_db(status_refresh)(self.task, self.status_data, self.last_seq)
+        message = await on_shared_db(status_message)(self.task, self.status_data, self.last_seq)
         await self._send(message)
+
+    def _place_due(self) -> None:
+        self.place_due = None
+        self._wake()
 
 
 class _Heartbeats:
@@ -174,19 +195,18 @@ class _Heartbeats:
 _heartbeats = _Heartbeats()
 
 
-# --- messages: rendered in a worker thread (they read the database) -----------------
+# --- messages -------------------------------------------------------------------------
 
 
-def live_message(task: Task, events: Sequence[Event], last_seq: int) -> tuple[str, dict | None]:
-    """Render one WebSocket message: the events' text in order, then out-of-band swaps.
+def text_message(events: Sequence[Event], last_seq: int) -> tuple[str, dict | None]:
+    """Render the events as one WebSocket message; read nothing.
 
-    The message opens with `<template data-batch data-seq=N>` (N: the seq of the last
-    event it covers) holding one `<template data-delta>` per text event and one
+    The message is `<template data-batch data-seq=N>` (N: the seq of the last event it
+    covers) holding one `<template data-delta>` per text event and one
     `<template data-attempt-start>` per attempt that started; the page appends those
-    itself, batched per animation frame. After it come htmx out-of-band fragments: the
-    status line when the status changed, and on a terminal event the outcome (report,
-    download link, or why it is incomplete). Return the message and the data of the
-    last status-bearing event among `events` (None when there is none).
+    itself, batched per animation frame. Return it with the data of the last
+    status-bearing event among `events` (None when there is none): its lines follow in
+    a `status_message`.
     """
     items: list[str] = []
     latest_status: dict | None = None
@@ -205,21 +225,26 @@ def live_message(task: Task, events: Sequence[Event], last_seq: int) -> tuple[st
                 f'<template data-attempt-start data-seq="{event.seq}" data-attempt="{number}">'
                 "</template>"
             )
-    parts = [f'<template data-batch data-seq="{last_seq}">{"".join(items)}</template>']
-    if latest_status is not None:
-        parts.append(status_fragment(task, latest_status))
-        if latest_status["status"] in TERMINAL:
-            task.refresh_from_db(
-                fields=[
-                    "report_html",
-                    "cancel_requested_at",
-                    "cost_status",
-                    "reserved_micros",
-                    "cost_micros",
-                ]
-            )
-            parts.append(outcome_fragments(task, latest_status))
-    return "".join(parts), latest_status
+    return f'<template data-batch data-seq="{last_seq}">{"".join(items)}</template>', latest_status
+
+
+def status_message(task: Task, status_data: dict, last_seq: int) -> str:
+    """Render the htmx out-of-band lines of a status change (they read the task): the
+    status line, and on a terminal event the outcome (report, download link, or why it
+    is incomplete)."""
+    parts = [heartbeat(last_seq), status_fragment(task, status_data)]
+    if status_data["status"] in TERMINAL:
+        task.refresh_from_db(
+            fields=[
+                "report_html",
+                "cancel_requested_at",
+                "cost_status",
+                "reserved_micros",
+                "cost_micros",
+            ]
+        )
+        parts.append(outcome_fragments(task, status_data))
+    return "".join(parts)
 
 
 def status_fragment(task: Task, status_data: dict) -> str:
@@ -230,11 +255,6 @@ def status_fragment(task: Task, status_data: dict) -> str:
 def heartbeat(last_seq: int) -> str:
     """Render a message that carries no event: it only shows the connection is alive."""
     return f'<template data-batch data-seq="{last_seq}"></template>'
-
-
-def status_refresh(task: Task, status_data: dict, last_seq: int) -> str:
-    """Render a message that only refreshes the status line (a queued task's place)."""
-    return heartbeat(last_seq) + status_fragment(task, status_data)
 
 
 def outcome_fragments(task: Task, status_data: dict) -> str:

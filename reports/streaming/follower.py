@@ -28,13 +28,12 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db.models import Q
 
 from reports.lanes import on_shared_db
 from reports.models import TERMINAL, Event, Task, TaskEvent
-from reports.streaming.broadcast import group_name
 
 TERMINAL_EVENTS = frozenset(TERMINAL)
 # An idle feed re-reads the table after REPORTS_POLL_S, then twice as late each time,
@@ -42,6 +41,35 @@ TERMINAL_EVENTS = frozenset(TERMINAL)
 # task pages at a steady 0.5 s poll cost 7.6% of the machine.)
 IDLE_BACKOFF = 4
 log = logging.getLogger(__name__)
+
+
+def group_name(task_id) -> str:
+    return f"task-{task_id}"
+
+
+def layer_across_processes():
+    """Return the channel layer when it reaches other processes; None otherwise."""
+    layer = get_channel_layer()
+    return None if layer is None or isinstance(layer, InMemoryChannelLayer) else layer
+
+
+def hand_over(events: list[Event]) -> None:
+    """Give committed events to this process's feeds of their tasks, at once.
+
+    On the calling loop directly; the hubs of other loops (a process may run more than
+    one) get them on their own loop.
+    """
+    if not events or not _hubs:
+        return
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    for loop, found in list(_hubs.items()):
+        if loop is running:
+            found.hand_over(events)
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(found.hand_over, events)
 
 
 def events_after(task_id, after: int) -> tuple[list[Event], bool]:
@@ -132,10 +160,11 @@ class Feed:
         self.last_seq: int | None = None  # None until the first read of the table
         self.place: int | None = None
         self.finished = False
-        self.layer = get_channel_layer()
+        self.layer = layer_across_processes()
         self.channel: str | None = None
         self.listening: asyncio.Task | None = None
         self.ready = asyncio.Event()
+        self.early: list[Event] = []  # handed over before the first read of the table
 
     async def start(self) -> None:
         if self.layer is not None:
@@ -150,6 +179,8 @@ class Feed:
         except BaseException:
             self.hub.drop(self)
             raise
+        early, self.early = self.early, []
+        self.offer(early)
         if self.channel is not None:
             self.listening = self.hub.spawn(self._listen())
 
@@ -167,13 +198,22 @@ class Feed:
             except Exception:
                 self._layer_failed()
                 return
-            seq = message.get("seq", 0)
-            if seq <= self.last_seq:
-                continue  # already passed on
-            if seq != self.last_seq + 1:
-                self.hub.poll_soon()  # a gap: the table fills it
-                continue
-            self.deliver([Event(self.task_id, seq, message["event"], message["data"])])
+            self.offer(
+                [Event(self.task_id, message.get("seq", 0), message["event"], message["data"])]
+            )
+
+    def offer(self, events: list[Event]) -> None:
+        """Pass on what follows on exactly from the last event; for a gap, read the table."""
+        if self.last_seq is None:
+            self.early.extend(events)  # passed on once the first read says where it is
+            return
+        fresh = [e for e in events if e.seq > self.last_seq]
+        if not fresh:
+            return  # already passed on
+        if fresh[0].seq != self.last_seq + 1:
+            self.hub.poll_soon()  # a gap: the table fills it
+            return
+        self.deliver(fresh)
 
     def deliver(self, events: list[Event]) -> None:
         events = [e for e in events if e.seq > self.last_seq]
@@ -266,6 +306,13 @@ class Hub:
         if self.poller is None or self.poller.done():
             self.poller = self.spawn(self._poll())
         return subscriber
+
+    def hand_over(self, events: list[Event]) -> None:
+        """Offer committed events to the feeds of their tasks (`hand_over` above)."""
+        for event in events:
+            feed = self.feeds.get(str(event.task_id))
+            if feed is not None:
+                feed.offer([event])
 
     def poll_soon(self) -> None:
         self.wake.set()

@@ -14,14 +14,13 @@ import time
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import get_channel_layer
 from django.db import connection, connections
 
 from reports import lanes, submissions
 from reports.clock import Clock
 from reports.models import Attempt, Event, Status, Task, TaskEvent
 from reports.providers.base import Completed, TextDelta, Usage
-from reports.streaming import broadcast
+from reports.streaming import broadcast, follower
 from reports.submissions import Submission, Upload
 from reports.worker.leases import reap_expired_leases
 from reports.worker.supervisor import Supervisor
@@ -220,22 +219,23 @@ async def test_a_busy_shared_database_thread_loses_no_lease(make_task, settings)
     assert await sync_to_async(largest_gap_s)(task) < MAX_GAP_S
 
 
-async def test_the_worker_lane_reaches_the_event_loop_to_broadcast():
+async def test_the_worker_lane_reaches_the_event_loop_to_broadcast(make_task):
     """What commits on the worker lane is broadcast on commit with `publish_sync`, which
-    must find the event loop that awaits the lane (in-memory layer and Redis alike)."""
-    layer = get_channel_layer()
-    channel = await layer.new_channel()
-    await layer.group_add(broadcast.group_name("t-1"), channel)
+    must hand it to the event loop that awaits the lane, where the task's feed is."""
+    task = await sync_to_async(make_task)()
+    seen = asyncio.Event()
+    subscription = await follower.subscribe(task.pk, task.last_seq, seen.set)
 
     def commit_and_announce():
-        broadcast.publish_sync([Event("t-1", 7, "delta", {"text": "hi"})])
+        broadcast.publish_sync([Event(task.pk, task.last_seq + 1, "delta", {"text": "hi"})])
         return threading.current_thread().name
 
     thread = await asyncio.wait_for(lanes.on_worker_lane(commit_and_announce)(), 5)
-    message = await asyncio.wait_for(layer.receive(channel), 5)
+    await asyncio.wait_for(seen.wait(), 5)
 
     assert thread.startswith("reportline-worker-lane")
-    assert message["seq"] == 7
+    assert [(e.seq, e.data["text"]) for e in subscription.take()] == [(task.last_seq + 1, "hi")]
+    subscription.close()
 
 
 def test_a_dropped_connection_does_not_kill_the_worker_lane(make_task):
