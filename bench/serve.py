@@ -16,6 +16,8 @@ add probes and change what a baseline needs changed:
   N characters, for the browser rendering benchmark.
 * `--bare`: serve `bench.bare` (no Django) instead of the app.
 * `--static`: serve /static/ from the app's files too, as nginx does in production.
+* `BENCH_SWITCH_INTERVAL_S=<seconds>`: the interpreter's thread switch interval instead
+  of the app's own (Python's default is 0.005), for the baseline of that choice.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ def main() -> None:
 
     django.setup()
     instrument(per_token=args.per_token, report_chars=args.report_chars)
+    if os.environ.get("BENCH_SWITCH_INTERVAL_S"):
+        sys.setswitchinterval(float(os.environ["BENCH_SWITCH_INTERVAL_S"]))
     if args.worker:
         from django.core.management import call_command
 

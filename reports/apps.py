@@ -9,6 +9,10 @@ class ReportsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
+        from reports import lanes
+
+        lanes.shorten_switch_interval()
+
         if settings.REPORTS_OTEL:
             try:
                 import reports.observability.otel  # noqa: F401 (fail at start-up, not at the first span)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +37,18 @@ _blocking = ThreadPoolExecutor(BLOCKING_THREADS, thread_name_prefix="reportline-
 _worker_lane = ThreadPoolExecutor(1, thread_name_prefix="reportline-worker-lane")
 CONNECTION_CHECK_S = 5.0  # how often the lane's connection is checked for age and health
 _checked_at = float("-inf")  # when it last was; read and written by the lane's thread only
+
+
+# How long a thread may hold the interpreter while another waits for it. Python's 5 ms
+# default lets a busy event loop keep a lane's thread waiting 5 ms after each database
+# reply (a chunk write is a handful of them); 1 ms gives the reply back to its lane
+# almost at once, for a little more switching (docs/benchmarks.md, "the write path").
+SWITCH_INTERVAL_S = 0.001
+
+
+def shorten_switch_interval() -> None:
+    """Let a lane's thread back onto the interpreter soon after its call returns."""
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
 def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
