@@ -8,6 +8,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.accessibility import violations
 from tests.browser.helpers import TASK_URL, stream_text, upload
 from tests.browser.proxy import Proxy
 
@@ -106,6 +107,7 @@ def test_a_server_away_for_several_tries_is_lost_until_try_now_brings_it_back(
     expect(connection).to_have_attribute("data-connection", "lost", timeout=30_000)
     expect(connection).to_contain_text("Connection lost — still trying")
     expect(try_now).to_be_visible()
+    assert violations(page) == []  # the offer is as reachable as the rest of the page
     before = stream_text(page)
 
     proxy.listen()  # the server is back; the page's next try of its own is minutes away
