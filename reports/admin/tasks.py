@@ -24,6 +24,7 @@ from reports.admin.inlines import (
     format_cost,
     format_stages,
 )
+from reports.admin.page import staff_page
 from reports.admin.timing import TimingAdminMixin
 from reports.login_throttle import ThrottledAdminAuthenticationForm
 from reports.models import (
@@ -277,7 +278,16 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
             self.admin_site.admin_view(self.settle_view),
             name="reports_task_settle",
         )
-        return [report, settle, *super().get_urls()]
+        page = path(
+            "<uuid:task_id>/page/",
+            self.admin_site.admin_view(self.page_view),
+            name="reports_task_page",
+        )
+        return [report, settle, page, *super().get_urls()]
+
+    def page_view(self, request, task_id):
+        """The task page as its owner sees it, read-only."""
+        return staff_page(self, request, task_id)
 
     def settle_view(self, request, task_id):
         """Settle a task whose usage is unknown; a task in reconciliation also ends failed."""

@@ -10,8 +10,13 @@
  * Reconnecting resumes after the last seq received, so nothing is shown twice and
  * nothing is missed; the wait between tries doubles from 0.5 s to 10 s, with jitter.
  * [data-connection] always says where the connection stands: a socket silent for longer
- * than the server's heartbeat allows is replaced, and a refused handshake asks whether
- * the session ended (then the page says so and stops trying).
+ * than the server's heartbeat allows is replaced, after five failed tries in a row the
+ * page says the connection is lost and offers "Try now" (it keeps trying meanwhile), and
+ * a refused handshake asks whether the session ended (then the page says so and stops
+ * trying).
+ *
+ * The schedule of tries can be shortened for tests: a list of waits in milliseconds set
+ * as window.reportlineReconnectMs before this file runs replaces RETRY_CEILINGS_MS.
  */
 (function () {
   "use strict";
@@ -22,8 +27,9 @@
   }
 
   var TERMINAL = ["succeeded", "failed", "cancelled", "reconciliation_required"];
-  var RETRY_MIN_MS = 500;
-  var RETRY_MAX_MS = 10000;
+  // The longest wait before each try after a close: the n-th try waits between half and
+  // all of the n-th ceiling, at random; the last ceiling repeats for every later try.
+  var RETRY_CEILINGS_MS = window.reportlineReconnectMs || [500, 1000, 2000, 4000, 8000, 10000];
 
   var taskId = root.dataset.taskId;
   var stream = root.querySelector("[data-report-stream]");
@@ -335,6 +341,8 @@
   var LOST_AFTER = 5; // failed tries in a row before the page says the connection is lost
   var failures = 0; // closes since the last message; reset by every message
   var countdown = 0;
+  var retryTimer = 0;
+  var retryWrapper = null; // the closed socket's wrapper, while a try is scheduled
   var current = null; // the socket in use
   var currentOpened = false;
   var createdAt = 0;
@@ -342,6 +350,7 @@
   var signedOut = false;
   var connectionText = connection.querySelector("[data-connection-text]");
   var loginLink = connection.querySelector("[data-login]");
+  var tryNow = connection.querySelector("[data-action=reconnect]");
 
   function setConnection(state, text) {
     connection.dataset.connection = state;
@@ -350,6 +359,7 @@
     }
     connection.hidden = state === "live";
     loginLink.hidden = state !== "signed-out";
+    tryNow.hidden = state !== "lost";
   }
 
   // A stand-in for a socket once the session has ended: the extension may still have a
@@ -379,10 +389,7 @@
   };
 
   function retryDelay() {
-    if (isTerminal()) {
-      return RETRY_MAX_MS; // nothing more to come: the server will only close again
-    }
-    var ceiling = Math.min(RETRY_MAX_MS, RETRY_MIN_MS * Math.pow(2, failures));
+    var ceiling = RETRY_CEILINGS_MS[Math.min(failures, RETRY_CEILINGS_MS.length - 1)];
     failures += 1;
     stats.reconnects += 1;
     var delay = ceiling / 2 + (Math.random() * ceiling) / 2;
@@ -394,8 +401,37 @@
     return delay;
   }
 
-  // The extension retries after abnormal closes (1006, 1011, 1012, 1013) using this.
-  htmx.config.wsReconnectDelay = retryDelay;
+  // Every try after a close is scheduled here, so that "Try now" can bring it forward.
+  function scheduleRetry(socketWrapper) {
+    clearTimeout(retryTimer);
+    retryWrapper = socketWrapper;
+    retryTimer = setTimeout(retryNow, retryDelay());
+  }
+
+  function retryNow() {
+    clearTimeout(retryTimer);
+    var closed = retryWrapper;
+    retryWrapper = null;
+    if (closed && !isTerminal() && !signedOut) {
+      closed.reconnect();
+    }
+  }
+
+  // The extension would schedule a try of its own after an abnormal close (1006, 1011,
+  // 1012, 1013), one that nothing can cancel: it is given the longest wait a timer can
+  // have, and scheduleRetry's try comes first.
+  htmx.config.wsReconnectDelay = function () {
+    return 2147483647;
+  };
+
+  tryNow.addEventListener("click", function () {
+    if (!retryWrapper) {
+      return; // a try is already under way
+    }
+    clearInterval(countdown);
+    setConnection("lost", "Connection lost — trying again now…");
+    retryNow();
+  });
 
   function showCountdown(delay) {
     var until = performance.now() + delay;
@@ -409,7 +445,7 @@
       setConnection(
         state,
         state === "lost"
-          ? "Connection lost — still trying, next in " + seconds + " s. The report goes on without you; reloading the page tries at once."
+          ? "Connection lost — still trying, next in " + seconds + " s. The report goes on without you."
           : "Connection lost — reconnecting in " + seconds + " s"
       );
     }
@@ -479,9 +515,13 @@
   }, 1000);
 
   root.addEventListener("htmx:wsConnecting", function () {
-    if (!connection.hidden && !signedOut && connection.dataset.connection !== "lost") {
+    if (!connection.hidden && !signedOut) {
       clearInterval(countdown);
-      setConnection("reconnecting", "Reconnecting…");
+      if (connection.dataset.connection === "lost") {
+        setConnection("lost", "Connection lost — trying again now…");
+      } else {
+        setConnection("reconnecting", "Reconnecting…");
+      }
     }
   });
 
@@ -497,7 +537,6 @@
   });
 
   root.addEventListener("htmx:wsClose", function (event) {
-    var code = event.detail.event.code;
     var socket = event.detail.event.target;
     if (socket !== current) {
       return; // a replaced socket
@@ -509,16 +548,8 @@
     if (!currentOpened) {
       checkSession();
     }
-    if ([1006, 1011, 1012, 1013].indexOf(code) >= 0) {
-      return; // the extension is already scheduling a retry
-    }
-    // Any other close before the end (a server going away, say): try again too.
-    var closed = event.detail.socketWrapper;
-    setTimeout(function () {
-      if (!isTerminal() && !signedOut) {
-        closed.reconnect();
-      }
-    }, retryDelay());
+    // Any close before the end (a dropped network, a server going away): try again.
+    scheduleRetry(event.detail.socketWrapper);
   });
 
   // --- cancel --------------------------------------------------------------------------

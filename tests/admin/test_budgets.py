@@ -1,5 +1,7 @@
 """Django admin for money: budgets listed and edited, cost shown, unknown costs settled."""
 
+import re
+
 import pytest
 
 from reports import budgets
@@ -108,6 +110,22 @@ def test_settle_by_entering_the_usage(admin_client, pending, alice):
     assert (pending.cost_status, pending.cost_micros) == ("settled", cost)
     budget = Budget.objects.get(user=alice)
     assert (budget.spent_micros, budget.reserved_micros) == (cost, 0)
+
+
+def test_the_settle_page_is_an_admin_page_with_its_breadcrumbs(admin_client, pending):
+    page = admin_client.get(settle_url(pending)).content.decode()
+    assert "/static/admin/css/base.css" in page and "/static/admin/css/forms.css" in page
+    trail = re.search(r'<ol class="breadcrumbs">(.*?)</ol>', page, re.S).group(1)
+    crumbs = [re.sub(r"<[^>]+>", "", item).strip() for item in re.findall(r"<li.*?</li>", trail)]
+    assert crumbs == ["Home", "Reports", "Tasks", str(pending), "Settle"]
+    links = re.findall(r'href="([^"]+)"', trail)
+    assert links == [
+        "/admin/",
+        "/admin/reports/",
+        "/admin/reports/task/",
+        f"/admin/reports/task/{pending.pk}/change/",
+    ]
+    assert "data-settle" in page and 'name="input_tokens"' in page
 
 
 def test_settle_by_accepting_the_reservation(admin_client, pending, alice):

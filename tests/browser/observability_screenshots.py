@@ -15,7 +15,7 @@ from pathlib import Path
 
 from playwright.sync_api import Page
 
-from tests.browser.screenshots import alice_page, status_is, submit
+from tests.browser.screenshots import alice_page, optimise, status_is, submit
 from tests.browser.server import ROOT
 
 VIEWPORT = {"width": 1280, "height": 900}
@@ -77,8 +77,10 @@ def take(out: Path) -> None:
         trio = "&".join(f"task={ids[n]}" for n in ("normal", "slow", "failed"))
         page.goto(f"/admin/reports/task/compare/?{trio}")
         page.screenshot(path=out / "compare.png", full_page=True)
-    for name in ("latency", "waterfall", "compare"):
-        print(out / f"{name}.png")
+    shots = [out / f"{name}.png" for name in ("latency", "waterfall", "compare")]
+    optimise(shots)
+    for shot in shots:
+        print(shot)
 
 
 if __name__ == "__main__":

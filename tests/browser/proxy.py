@@ -1,7 +1,8 @@
 """A TCP proxy between the browser and a live server that a test can cut: `freeze()` is a
 network that vanished without closing anything (bytes held, new connections accepted and
 left hanging), `thaw()` brings it back (the held connections die, new ones go through),
-`drop()` closes every open connection at once."""
+`drop()` closes every open connection at once, `refuse()` is a server that went away
+(open connections close, new ones are refused) and `listen()` brings it back."""
 
 from __future__ import annotations
 
@@ -22,13 +23,25 @@ class Proxy:
         self._flowing.set()
         self._lock = threading.Lock()
         self._open: list[socket.socket] = []
-        self._listener = socket.create_server(("127.0.0.1", self.port))
-        threading.Thread(target=self._accept, daemon=True).start()
+        self._listener: socket.socket | None = None
+        self.listen()
 
-    def _accept(self) -> None:
+    def listen(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, args=(self._listener,), daemon=True).start()
+
+    def refuse(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)  # wakes the accept, stops listening
+            listener.close()
+        self.drop()
+
+    def _accept(self, listener: socket.socket) -> None:
         while True:
             try:
-                client, _ = self._listener.accept()
+                client, _ = listener.accept()
             except OSError:
                 return
             with self._lock:
@@ -75,6 +88,9 @@ class Proxy:
         self._flowing.set()
 
     def close(self) -> None:
-        self._listener.close()
+        # Closed, not shut down: the accept under way still takes one more connection, so
+        # a page still open at the end of a test does not log a refused one.
+        if self._listener is not None:
+            self._listener.close()
         self.drop()
         self._flowing.set()

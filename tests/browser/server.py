@@ -71,6 +71,7 @@ class LiveServer:
             "DJANGO_DEBUG": "0",  # as the demo runs: the product's own error pages
             "DJANGO_SECRET_KEY": "browser-tests-only-secret-key",
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1,localhost",
+            "DJANGO_HTTPS": "0",  # plain HTTP on the loopback, as the demo serves it
             "REPORTS_DATA_DIR": str(self.data_dir),
             "REPORTS_ALLOW_SCENARIOS": "1",
             "REPORTS_EMBEDDED_WORKER": "1",

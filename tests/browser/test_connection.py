@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.helpers import TASK_URL, upload
+from tests.browser.accessibility import violations
+from tests.browser.helpers import TASK_URL, stream_text, upload
 from tests.browser.proxy import Proxy
 
 pytestmark = pytest.mark.browser
@@ -78,3 +79,49 @@ def test_a_cut_network_shows_reconnecting_then_live_again(
     expect(page.locator("[data-task-status]")).to_have_attribute(
         "data-task-status", "succeeded", timeout=60_000
     )
+
+
+# Short waits before the first tries, then one of minutes: once the page says `lost`, no
+# try of its own comes before the test is over, so only "Try now" can bring it back.
+QUICK_THEN_MINUTES = "window.reportlineReconnectMs = [100, 100, 100, 100, 600000];"
+
+
+def test_a_server_away_for_several_tries_is_lost_until_try_now_brings_it_back(
+    open_page, slow_server, sample_file, proxy, problems
+):
+    problems.allow("WebSocket connection to", "[object Event]", "Failed to load resource")
+    page = open_page(slow_server)
+    page.add_init_script(QUICK_THEN_MINUTES)
+    task_id = upload(page, sample_file, scenario="slow")
+    open_through(page, proxy, task_id)
+    page.wait_for_function(
+        "() => document.querySelector('[data-report-stream]').textContent.length >= 20"
+    )
+    connection = page.locator("[data-connection]")
+    try_now = connection.locator("[data-action=reconnect]")
+    expect(try_now).to_be_hidden()
+
+    proxy.refuse()  # the server is unreachable: every try is refused
+    expect(connection).to_have_attribute("data-connection", "reconnecting")
+    expect(try_now).to_be_hidden()  # one failed try is not yet lost
+    expect(connection).to_have_attribute("data-connection", "lost", timeout=30_000)
+    expect(connection).to_contain_text("Connection lost — still trying")
+    expect(try_now).to_be_visible()
+    assert violations(page) == []  # the offer is as reachable as the rest of the page
+    before = stream_text(page)
+
+    proxy.listen()  # the server is back; the page's next try of its own is minutes away
+    try_now.click()
+    expect(connection).to_have_attribute("data-connection", "live")
+    expect(connection).to_be_hidden()
+
+    expect(page.locator("[data-task-status]")).to_have_attribute(
+        "data-task-status", "succeeded", timeout=90_000
+    )
+    with page.expect_download() as info:
+        page.click("a[data-download]")
+    report = info.value.path().read_text()
+    text = stream_text(page)
+    assert text == report  # no gap, no repeat across the outage
+    assert len(before) < len(text)  # and text went on arriving after it
+    assert page.locator("details[data-attempt]").count() == 0

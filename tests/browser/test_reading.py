@@ -61,8 +61,10 @@ def test_following_jumping_sticky_and_the_switch_to_the_report(open_page, long_s
     expect(page.locator("a[data-download]")).to_be_in_viewport()
 
 
-def test_try_again_from_a_failed_page_lands_on_a_new_task(open_page, fast_server, sample_file):
-    page = open_page(fast_server)
+def test_try_again_from_a_failed_page_lands_on_a_new_task(open_page, slow_server, sample_file):
+    # At the slow server's pace the new task, which fails the same way, takes seconds to
+    # end: its page is seen while it is on its way, not after it failed again.
+    page = open_page(slow_server)
     failed = upload(page, sample_file, scenario="error", instructions="Focus on costs.")
     expect(page.locator("[data-task-status]")).to_have_attribute(
         "data-task-status", "failed", timeout=30_000
