@@ -2,6 +2,7 @@
 
     python -m bench.fanout [--streams 100] [--layouts embedded,scale-out]
                            [--servers daphne,uvicorn] [--double] [--skip-per-token]
+    python -m bench.fanout --web 1,2 --workers 1,2 [--streams 100] [--servers uvicorn]
 
 For each layout (embedded: SQLite, in-memory layer, the worker inside the server;
 scale-out: PostgreSQL, Redis, a separate `reportworker`) and server, S clients each
@@ -12,6 +13,10 @@ P99), delivered deltas, gaps, duplicates, reordering, text equal to what was sto
 and the share of a stream's time spent writing and publishing chunks. Baselines in the
 same run: the app with one message per token, and a bare ASGI app pushing the same
 frames on the same server.
+
+With --web and --workers it runs the capacity model's step instead (docs/capacity.md):
+scale-out only, the same S on each count of web processes (behind nginx) and workers,
+with what each stream costs (bench/costs.py); the results file records both counts.
 """
 
 from __future__ import annotations
@@ -279,13 +284,14 @@ def run_steps(streams: int, servers: list[str], steps: list[tuple[int, int]], na
                 Layout.scale_out(), streams=streams, server=server, web=web, workers=workers
             )
             first = first or app
+            against = first if app is not first else {}  # the first step is the baseline
             results.data[f"{label}/app/{streams}"] = app
             print(json.dumps(app), flush=True)
             results.add(
                 f"{label} S={streams} lag P99",
                 app["lag_p99_ms"],
                 "ms",
-                baseline=first["lag_p99_ms"],
+                baseline=against.get("lag_p99_ms"),
             )
             results.add(
                 f"{label} S={streams} lossless (finished/gaps/dups/reorder)",
@@ -298,7 +304,7 @@ def run_steps(streams: int, servers: list[str], steps: list[tuple[int, int]], na
                 f"{label} S={streams} CPU share of 2 cores",
                 app["cpu_share"] * 100,
                 "%",
-                baseline=first["cpu_share"] * 100,
+                baseline=against.get("cpu_share", 0) * 100 or None,
             )
             for key in costs.COST_KEYS:
                 results.add(f"{label} {key}", app.get(key))
