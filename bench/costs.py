@@ -10,14 +10,15 @@ the web processes; bench/fanout.py) and prints, per report and per concurrent st
   and nginx, from /proc/<pid>/stat;
 * PostgreSQL: transactions committed, rows written and bytes of WAL, from
   pg_stat_database and pg_stat_wal, and the growth of the event table;
-* Redis: commands run (by name, from INFO commandstats) and channel-layer messages
+* Redis: its CPU seconds (INFO cpu), commands run (by name, INFO commandstats) and
+  channel-layer messages
   delivered (half the ZADD calls: the layer adds each message to its channel when it is
   sent and to the channel's in-flight copy when it is received; joining a group adds one
   more per connection);
 * web memory per open stream: the web processes' peak resident size during the run,
   less their size before it.
 
-PostgreSQL's WAL and Redis's command counts are the whole server's: take the figures on
+PostgreSQL's WAL and Redis's CPU and command counts are the whole server's: take the figures on
 an otherwise idle machine (a database and a Redis of the benchmark's own).
 """
 
@@ -69,15 +70,18 @@ def database_counters(url: str, *, settled: bool = False) -> dict:
 
 
 def redis_counters(url: str) -> dict:
-    """Return the Redis server's calls so far, by command."""
+    """Return the Redis server's calls so far, by command, and its CPU seconds."""
     import redis
 
     client = redis.Redis.from_url(url)
     try:
-        stats = client.info("commandstats")
+        stats, cpu = client.info("commandstats"), client.info("cpu")
     finally:
         client.close()
-    return {name.removeprefix("cmdstat_"): value["calls"] for name, value in stats.items()}
+    return {
+        "calls": {name.removeprefix("cmdstat_"): v["calls"] for name, v in stats.items()},
+        "cpu_s": cpu["used_cpu_user"] + cpu["used_cpu_sys"],
+    }
 
 
 @dataclass
@@ -164,13 +168,15 @@ class Meter:
                 db_after["event_table_bytes"] - db_before["event_table_bytes"]
             )
         if "redis" in self.before:
+            redis_before, redis_after = self.before["redis"], self.after["redis"]
             calls = {
-                name: count - self.before["redis"].get(name, 0)
-                for name, count in self.after["redis"].items()
+                name: count - redis_before["calls"].get(name, 0)
+                for name, count in redis_after["calls"].items()
             }
             calls = {name: n for name, n in calls.items() if n}
             per_report["redis_calls"] = sum(calls.values())
             per_report["redis_messages"] = calls.get("zadd", 0) / 2  # sent, then received
+            per_report["redis_cpu_s"] = redis_after["cpu_s"] - redis_before["cpu_s"]
             out["redis_calls_by_command"] = calls
         for name, total in per_report.items():
             out[f"{name}_per_report"] = total / streams
@@ -181,6 +187,8 @@ class Meter:
             for name in ("pg_commits", "pg_rows_written", "pg_wal_bytes", "redis_calls"):
                 if f"{name}_per_report" in out:
                     out[f"{name}_per_stream_s"] = out[f"{name}_per_report"] / report_s
+            if "redis_cpu_s_per_report" in out:
+                out["redis_cores_per_stream"] = out["redis_cpu_s_per_report"] / report_s
         return out
 
 
@@ -202,6 +210,9 @@ COST_KEYS = (
     "redis_messages_per_report",
     "redis_calls_per_stream_s",
     "redis_calls_per_s",
+    "redis_messages_per_s",
+    "redis_cpu_s_per_report",
+    "redis_cores_per_stream",
 )
 
 
