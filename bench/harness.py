@@ -142,7 +142,10 @@ def _fmt(value, unit: str) -> str:
     if value is None:
         return "-"
     if isinstance(value, float) and not value.is_integer():
-        text = f"{value:.2f}" if abs(value) < 10 else f"{value:.0f}"
+        if abs(value) < 0.1:  # a cost per stream: two significant digits, not 0.00
+            text = f"{value:.2g}"
+        else:
+            text = f"{value:.2f}" if abs(value) < 10 else f"{value:.0f}"
     else:
         text = f"{int(value)}"
     return f"{text} {unit}".strip() if unit and unit != "x" else text + ("x" if unit else "")
