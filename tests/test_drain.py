@@ -145,19 +145,21 @@ class Follower(threading.Thread):
         headers = {"Authorization": f"Bearer {self.token}"}
         if self.seqs:
             headers["Last-Event-ID"] = str(self.seqs[-1])
-        conn.request("GET", f"/api/tasks/{self.task_id}/events", headers=headers)
-        reply = conn.getresponse()
-        if reply.status != 200:
-            reply.read()
-            time.sleep(0.2)
-            return
-        for seq, kind, _ in read_events(reply):
-            self.first_reply.set()
-            if kind == "delta":
-                self.seqs.append(seq)
-            self.done = kind in {"succeeded", "failed", "cancelled"}
-        self.closes.append(None)
-        conn.close()
+        try:
+            conn.request("GET", f"/api/tasks/{self.task_id}/events", headers=headers)
+            reply = conn.getresponse()
+            if reply.status != 200:
+                reply.read()
+                time.sleep(0.2)
+                return
+            for seq, kind, _ in read_events(reply):
+                self.first_reply.set()
+                if kind == "delta":
+                    self.seqs.append(seq)
+                self.done = kind in {"succeeded", "failed", "cancelled"}
+            self.closes.append(None)
+        finally:
+            conn.close()
 
 
 def test_sigterm_drains_a_web_process_and_its_streams_resume_on_another(
