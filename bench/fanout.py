@@ -2,6 +2,7 @@
 
     python -m bench.fanout [--streams 100] [--layouts embedded,scale-out]
                            [--servers daphne,uvicorn] [--double] [--skip-per-token]
+    python -m bench.fanout --web 1,2 --workers 1,2 [--streams 100] [--servers uvicorn]
 
 For each layout (embedded: SQLite, in-memory layer, the worker inside the server;
 scale-out: PostgreSQL, Redis, a separate `reportworker`) and server, S clients each
@@ -12,17 +13,32 @@ P99), delivered deltas, gaps, duplicates, reordering, text equal to what was sto
 and the share of a stream's time spent writing and publishing chunks. Baselines in the
 same run: the app with one message per token, and a bare ASGI app pushing the same
 frames on the same server.
+
+With --web and --workers it runs the capacity model's step instead (docs/capacity.md):
+scale-out only, the same S on each count of web processes (behind nginx) and workers,
+with what each stream costs (bench/costs.py); the results file records both counts.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import time
 
-from bench import analysis
-from bench.harness import PYTHON, ROOT, SAMPLE, Layout, Results, percentile, serve, work
+from bench import analysis, costs
+from bench.harness import (
+    PYTHON,
+    ROOT,
+    SAMPLE,
+    Layout,
+    Results,
+    balance,
+    percentile,
+    serve,
+    work,
+)
 
 PROFILE, SEED = "openai", 0
 
@@ -36,8 +52,14 @@ def run_app(
     reconnects: int = 0,
     timeout_s: float = 180,
     profile: str = PROFILE,
+    web: int = 0,
+    workers: int = 1,
 ) -> dict:
-    """Run S streams through the whole app; return the figures and correctness."""
+    """Run S streams through the whole app; return the figures and correctness.
+
+    With web = N (scale-out), N web processes serve behind nginx (deploy/nginx.conf) and
+    `workers` worker processes share the streams; without, the clients reach one web
+    process directly."""
     probe = layout.data_dir / f"probe-{time.monotonic_ns()}.txt"
     env = layout.environ(
         BENCH_PROBE=probe,
@@ -51,15 +73,28 @@ def run_app(
     )
     user = layout.django("prepare", env=env)
     extra = ("--per-token",) if per_token else ()
-    processes = [serve(layout, env, server=server, extra=extra)]
+    servers = [serve(layout, env, server=server, extra=extra) for _ in range(max(web, 1))]
+    worker_processes = []
     if layout.name == "scale-out":
-        processes.append(work(layout, env, slots=streams, extra=extra))
+        slots = math.ceil(streams / workers)
+        worker_processes = [
+            work(layout, env, slots=slots, extra=extra, index=i) for i in range(workers)
+        ]
+    proxy = [balance(layout, servers, streams)] if web else []
+    processes = servers + worker_processes + proxy
+    meter = costs.Meter(
+        servers,
+        worker_processes,
+        proxy,
+        database_url=env["DATABASE_URL"] if layout.name == "scale-out" else "",
+        redis_url=env["REDIS_URL"] if layout.name == "scale-out" else "",
+    )
     try:
-        processes[0].wait_ready()
-        cpu_before = [p.cpu_s() for p in processes]
-        started = time.monotonic()
+        for process in servers + proxy:
+            process.wait_ready()
+        meter.start()
         config = {
-            "base_url": processes[0].url,
+            "base_url": (proxy or servers)[0].url,
             "mode": "app",
             "streams": streams,
             "document": str(SAMPLE),
@@ -69,13 +104,18 @@ def run_app(
             **user,
         }
         clients = run_clients(config)
-        wall = time.monotonic() - started
-        cpu_each = [p.cpu_s() - before for p, before in zip(processes, cpu_before, strict=True)]
-        cpu = sum(cpu_each)
+        meter.stop()
         rss_kb = sum(p.rss_kb() for p in processes)
     finally:
         for process in processes:
             process.stop()
+    meter.stopped()
+    wall = meter.after["at"] - meter.before["at"]
+    cpu_each = [
+        after - before
+        for role in ("web", "worker", "proxy")
+        for before, after in zip(meter.before["cpu"][role], meter.after["cpu"][role], strict=True)
+    ]
     logs = "".join(p.log() for p in processes)
     stored = layout.django("collect", *[c["key"] for c in clients if c["key"]], env=env)
     starts, flushes, writes = analysis.read_probe(probe)
@@ -83,8 +123,12 @@ def run_app(
         clients, stored, starts, flushes, profile=profile, measure_lag=not reconnects
     )
     figures.update(
-        cpu_share=cpu / wall / 2,  # of the machine's two cores
-        cpu_share_each=[c / wall / 2 for c in cpu_each],  # server, then worker
+        web=len(servers),
+        workers=len(worker_processes),
+        nginx=bool(proxy),
+        server=server,
+        cpu_share=sum(cpu_each) / wall / 2,  # of the machine's two cores
+        cpu_share_each=[c / wall / 2 for c in cpu_each],  # servers, workers, then nginx
         wall_s=wall,
         rss_mb=rss_kb / 1024,
         db_write_share=sum(seconds for _, _, seconds in writes) / wall,
@@ -94,6 +138,7 @@ def run_app(
         chunks_per_write=sum(n for n, _, _ in writes) / len(writes) if writes else None,
         locked_errors=logs.count("database is locked"),
         server_errors=logs.count("Traceback"),
+        **meter.figures(streams, figures["report_s"]),
     )
     return figures
 
@@ -140,7 +185,7 @@ def run_clients(config: dict) -> list[dict]:
 
 
 def summarize_app(clients, stored, starts, flushes, *, profile: str, measure_lag: bool) -> dict:
-    all_lags, checks, events, deltas_in, shares = [], [], [], [], []
+    all_lags, checks, events, deltas_in, shares, durations = [], [], [], [], [], []
     for client in clients:
         row = stored.get(client["key"])
         if row is None:
@@ -174,6 +219,7 @@ def summarize_app(clients, stored, starts, flushes, *, profile: str, measure_lag
         spans = flushes.get(client["key"], [])  # the runner's wait: write and publish
         if spans:
             stream_s = spans[-1][0] + spans[-1][1] - t0
+            durations.append(stream_s)
             shares.append(sum(s for _, s in spans) / stream_s)
     return {
         **lag_figures(all_lags),
@@ -182,6 +228,7 @@ def summarize_app(clients, stored, starts, flushes, *, profile: str, measure_lag
         "events_per_report": _mean(events),
         "write_share_p50": percentile(shares, 50),
         "write_share_max": max(shares, default=None),
+        "report_s": _mean(durations),  # from the provider's start to the last chunk written
     }
 
 
@@ -222,6 +269,50 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
+def run_steps(streams: int, servers: list[str], steps: list[tuple[int, int]], name: str):
+    """The capacity model's measured step: the same S streams on each (web, workers) count
+    of processes, scale-out behind nginx; figures and per-stream costs of each, against the
+    first step."""
+    results = Results(name)
+    results.data["steps"] = [{"web": web, "workers": workers} for web, workers in steps]
+    for server in servers:
+        first = None
+        for web, workers in steps:
+            label = f"scale-out/{server}/{web}web+{workers}workers"
+            print(f"-- {label} behind nginx: {streams} streams", flush=True)
+            app = run_app(
+                Layout.scale_out(), streams=streams, server=server, web=web, workers=workers
+            )
+            first = first or app
+            against = first if app is not first else {}  # the first step is the baseline
+            results.data[f"{label}/app/{streams}"] = app
+            print(json.dumps(app), flush=True)
+            results.add(
+                f"{label} S={streams} lag P99",
+                app["lag_p99_ms"],
+                "ms",
+                baseline=against.get("lag_p99_ms"),
+            )
+            results.add(
+                f"{label} S={streams} lossless (finished/gaps/dups/reorder)",
+                app["finished"],
+                f"/{streams}",
+                target="all, 0/0/0",
+                met=lossless(app),
+            )
+            results.add(
+                f"{label} S={streams} CPU share of 2 cores",
+                app["cpu_share"] * 100,
+                "%",
+                baseline=against.get("cpu_share", 0) * 100 or None,
+            )
+            for key in costs.COST_KEYS:
+                results.add(f"{label} {key}", app.get(key))
+            results.save()  # after each step: a late failure loses nothing
+    results.show()
+    print(f"saved {results.save()}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, default=100)
@@ -230,7 +321,20 @@ def main() -> None:
     parser.add_argument("--double", action="store_true", help="also run 2x the streams")
     parser.add_argument("--skip-per-token", action="store_true")
     parser.add_argument("--name", default="fanout", help="of the results file")
+    parser.add_argument(
+        "--web",
+        default="",
+        help="scale-out steps instead: web processes behind nginx in each step, e.g. 1,2",
+    )
+    parser.add_argument("--workers", default="", help="worker processes in each step, e.g. 1,2")
     args = parser.parse_args()
+    if args.web:
+        webs = [int(n) for n in args.web.split(",")]
+        workers = [int(n) for n in (args.workers or args.web).split(",")]
+        run_steps(
+            args.streams, args.servers.split(","), list(zip(webs, workers, strict=True)), args.name
+        )
+        return
 
     results = Results(args.name)
     s = args.streams

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -141,7 +142,10 @@ def _fmt(value, unit: str) -> str:
     if value is None:
         return "-"
     if isinstance(value, float) and not value.is_integer():
-        text = f"{value:.2f}" if abs(value) < 10 else f"{value:.0f}"
+        if abs(value) < 0.1:  # a cost per stream: two significant digits, not 0.00
+            text = f"{value:.2g}"
+        else:
+            text = f"{value:.2f}" if abs(value) < 10 else f"{value:.0f}"
     else:
         text = f"{int(value)}"
     return f"{text} {unit}".strip() if unit and unit != "x" else text + ("x" if unit else "")
@@ -225,12 +229,19 @@ class Layout:
 class Process:
     """One process of the system (server or worker), in its own process group."""
 
-    def __init__(self, args: list[str], env: dict, log_path: Path, port: int | None = None):
+    def __init__(
+        self,
+        args: list[str],
+        env: dict,
+        log_path: Path,
+        port: int | None = None,
+        program: str | Path = PYTHON,
+    ):
         self.port = port
         self.log_path = log_path
         with log_path.open("a") as log:
             self.popen = subprocess.Popen(
-                [str(PYTHON), *args],
+                [str(program), *args],
                 cwd=ROOT,
                 env=env,
                 stdout=log,
@@ -257,10 +268,9 @@ class Process:
         raise RuntimeError(f"no answer in {timeout_s} s:\n{self.log()[-3000:]}")
 
     def cpu_s(self) -> float:
-        """Return the CPU seconds this process has used so far (user + system)."""
-        with open(f"/proc/{self.popen.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """Return the CPU seconds this process and its children (nginx's workers, a
+        worker's document readers) have used so far (user + system)."""
+        return _cpu_ticks(self.popen.pid) / os.sysconf("SC_CLK_TCK")
 
     def rss_kb(self) -> int:
         with open(f"/proc/{self.popen.pid}/status") as status:
@@ -282,6 +292,21 @@ class Process:
         return self.log_path.read_text() if self.log_path.exists() else ""
 
 
+def _cpu_ticks(pid: int) -> int:
+    """Return the CPU ticks of `pid`, of its children that ended and of those still running."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        running = [
+            int(child)
+            for thread in Path(f"/proc/{pid}/task").iterdir()  # a child is its thread's
+            for child in (thread / "children").read_text().split()
+        ]
+    except FileNotFoundError:  # a child that has just ended is counted by its parent
+        return 0
+    return sum(int(f) for f in fields[11:15]) + sum(_cpu_ticks(child) for child in running)
+
+
 def serve(layout: Layout, env: dict, *, server: str = "daphne", extra: tuple = ()) -> Process:
     """Start the app (or the bare baseline with extra=("--bare",)) under `server`."""
     port = free_port()
@@ -289,7 +314,46 @@ def serve(layout: Layout, env: dict, *, server: str = "daphne", extra: tuple = (
     return Process(args, env, layout.data_dir / f"server-{port}.log", port)
 
 
-def work(layout: Layout, env: dict, *, slots: int, extra: tuple = ()) -> Process:
+def work(layout: Layout, env: dict, *, slots: int, extra: tuple = (), index: int = 0) -> Process:
     """Start a separate `reportworker` process (scale-out)."""
     args = ["-m", "bench.serve", "--worker", "--slots", str(slots), *extra]
-    return Process(args, env, layout.data_dir / "worker.log")
+    return Process(args, env, layout.data_dir / f"worker-{index}.log")
+
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def balance(layout: Layout, servers: list[Process], connections: int) -> Process:
+    """Start nginx with the production site (deploy/nginx.conf) in front of `servers`, over
+    plain HTTP on the loopback (TLS would only add nginx's own cost)."""
+    port = free_port()
+    prefix = Path(tempfile.mkdtemp(prefix="nginx-", dir=layout.data_dir))
+    site = (ROOT / "deploy" / "nginx.conf").read_text()
+    upstream = "".join(f"    server 127.0.0.1:{s.port};\n" for s in servers)
+    site = re.sub(r"(upstream reportline_web \{\n)(    server .*\n)+", rf"\g<1>{upstream}", site)
+    site = re.sub(r"^\s*ssl_.*\n", "", site, flags=re.M)
+    site = site.replace("listen 443 ssl;", f"listen 127.0.0.1:{port};")
+    site = site.replace("listen 80;", f"listen 127.0.0.1:{free_port()};")  # the redirect
+    (prefix / "site.conf").write_text(site)
+    # Each stream holds a client and an upstream connection; keep room for both.
+    (prefix / "nginx.conf").write_text(
+        f"""{"user root;" if os.geteuid() == 0 else ""}
+worker_processes 1;
+worker_rlimit_nofile {4 * connections + 1024};
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log;
+events {{ worker_connections {2 * connections + 512}; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    include {prefix}/site.conf;
+}}
+"""
+    )
+    args = ["-p", str(prefix), "-c", str(prefix / "nginx.conf")]
+    return Process(args, dict(os.environ), layout.data_dir / "nginx.log", port, program=NGINX)

@@ -11,7 +11,8 @@ SIGTERM drains the process before the server stops it (docs/production.md): new
 WebSockets and event streams are refused, open ones are closed so that their pages and
 clients reconnect (behind the balancer, to another process) and resume after their last
 seq, and the server's own SIGTERM handling follows once they are gone, or after
-REPORTS_DRAIN_S at most.
+REPORTS_DRAIN_S at most. The handler is installed when daphne starts, and at the first
+connection under any other server (uvicorn): before that there is nothing to drain.
 """
 
 import asyncio

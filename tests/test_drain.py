@@ -42,9 +42,27 @@ def shared_socket():
     sock.close()
 
 
-@pytest.fixture
-def layout(tmp_path, shared_socket):
-    """Return a starter of web processes on the shared socket, with one worker beside them."""
+# daphne is the demo's server, uvicorn production's (docs/production.md): both must drain.
+SERVERS = {
+    "daphne": ["-m", "daphne", "--fd", "{fd}", "project.asgi:application"],
+    "uvicorn": [
+        "-m",
+        "uvicorn",
+        "--fd",
+        "{fd}",
+        "--lifespan",
+        "off",
+        "--timeout-graceful-shutdown",
+        str(DRAIN_S + 2),
+        "project.asgi:application",
+    ],
+}
+
+
+@pytest.fixture(params=SERVERS)
+def layout(request, tmp_path, shared_socket):
+    """Return a starter of web processes (under each server in turn) on the shared socket,
+    with one worker beside them."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.settings",
@@ -73,7 +91,7 @@ def layout(tmp_path, shared_socket):
 
     def web() -> subprocess.Popen:
         fd = str(shared_socket.fileno())
-        return start("-m", "daphne", "--fd", fd, "project.asgi:application")
+        return start(*(arg.format(fd=fd) for arg in SERVERS[request.param]))
 
     start("manage.py", "reportworker", "--slots", "2")
     yield web
@@ -127,19 +145,21 @@ class Follower(threading.Thread):
         headers = {"Authorization": f"Bearer {self.token}"}
         if self.seqs:
             headers["Last-Event-ID"] = str(self.seqs[-1])
-        conn.request("GET", f"/api/tasks/{self.task_id}/events", headers=headers)
-        reply = conn.getresponse()
-        if reply.status != 200:
-            reply.read()
-            time.sleep(0.2)
-            return
-        for seq, kind, _ in read_events(reply):
-            self.first_reply.set()
-            if kind == "delta":
-                self.seqs.append(seq)
-            self.done = kind in {"succeeded", "failed", "cancelled"}
-        self.closes.append(None)
-        conn.close()
+        try:
+            conn.request("GET", f"/api/tasks/{self.task_id}/events", headers=headers)
+            reply = conn.getresponse()
+            if reply.status != 200:
+                reply.read()
+                time.sleep(0.2)
+                return
+            for seq, kind, _ in read_events(reply):
+                self.first_reply.set()
+                if kind == "delta":
+                    self.seqs.append(seq)
+                self.done = kind in {"succeeded", "failed", "cancelled"}
+            self.closes.append(None)
+        finally:
+            conn.close()
 
 
 def test_sigterm_drains_a_web_process_and_its_streams_resume_on_another(
