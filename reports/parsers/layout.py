@@ -13,6 +13,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from reports.parsers.text import join_wrapped
+
 # A line bigger than the body text by this factor is a heading candidate.
 HEADING_SIZE_RATIO = 1.12
 # Longer lines are prose, whatever their font.
@@ -232,7 +234,7 @@ def _blocks(
 
     def flush() -> None:
         if paragraph:
-            blocks.append(_join(paragraph))
+            blocks.append(join_wrapped(paragraph))
             paragraph.clear()
         if code:
             blocks.append("```\n" + "\n".join(code) + "\n```")
@@ -321,13 +323,3 @@ def _clean(text: str) -> str:
     # PDFium marks a hyphen that broke a word at a line's end with U+FFFE (or U+0002).
     text = text.replace("\ufffe", "").replace("\x02", "")
     return " ".join(text.split())
-
-
-def _join(lines: list[str]) -> str:
-    joined = lines[0]
-    for line in lines[1:]:
-        if joined.endswith("-") and joined[-2:-1].isalpha() and line[:1].islower():
-            joined = joined[:-1] + line  # a word hyphenated at the end of a line
-        else:
-            joined += " " + line
-    return joined
