@@ -49,6 +49,8 @@ _BULLET = re.compile(r"^(?:[\u2022\u25aa\u25cf\u2013\u2014*\-\u25e6]|\d{1,3}[.)]
 _DIGITS = re.compile(r"\d+")
 _SENTENCE_END = re.compile(r"[.!?:;]['\"\u201d\u2019)]*$")
 _NOT_WORD = re.compile(r"\W+")
+# A heading's number ("7.1.2", "A.3"), which an outline's titles may leave out.
+_SECTION_NUMBER = re.compile(r"^(?:\d{1,3}|[A-Z])(?:\.\d{1,3})*\.?\s+(?=\w)")
 # Generic values some producers write as a document's title.
 _NO_TITLE = re.compile(
     r"^(?:untitled|title|document|microsoft word\b.*|.*\.(?:docx?|tex|dvi|pdf|txt|rtf))$",
@@ -176,12 +178,19 @@ def _outline_headings(pages: list[list[Line]], outline: list[OutlineEntry]) -> d
         for i, line in enumerate(page):
             if id(line) in headings or not wanted:
                 continue
-            text = _normal(line.text)
-            if text and (text == wanted or wanted.startswith(text)):
+            # The line may carry the heading's number; a long heading wraps onto the next.
+            found = next(
+                (
+                    text
+                    for text in (_normal(line.text), _normal(_SECTION_NUMBER.sub("", line.text)))
+                    if text == wanted or (2 * len(text) >= len(wanted) and wanted.startswith(text))
+                ),
+                None,
+            )
+            if found:
                 level = min(entry.level + 2, MAX_HEADING_LEVEL)
                 headings[id(line)] = level
-                # A long heading wraps onto the next line.
-                if text != wanted and i + 1 < len(page):
+                if found != wanted and i + 1 < len(page):
                     headings[id(page[i + 1])] = -level
                 break
     return headings
