@@ -39,6 +39,7 @@ _CODE = re.compile(r"\s*(?:\$ |>>> |\.\.\. )|.*[{};]$")
 _LITERAL = re.compile(r"\s*#|.*(?: \| |\S {3,}\S)")
 _SENTENCE_END = re.compile(r"[.!?:][\"')\]\u201d\u2019]*$")
 _TAB_WIDTH = 8
+_BACKTICKS = re.compile(r"`+")
 
 # Bytes that are not UTF-8, as "surrogateescape" decoding leaves them.
 _STRAY_BYTE = re.compile("[\udc80-\udcff]")
@@ -165,6 +166,13 @@ def join_wrapped(lines: list[str]) -> str:
     return joined
 
 
+def fenced(code: str) -> str:
+    """Return `code` in a ``` fence longer than any run of backticks inside it."""
+    longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{code}\n{fence}"
+
+
 def paragraphs(text: str) -> str:
     """Return a plain text with each hard-wrapped paragraph on one line.
 
@@ -193,9 +201,7 @@ def paragraphs(text: str) -> str:
 
     def close_code() -> None:
         if code:
-            body = "\n\n".join("\n".join(lines) for lines in code)
-            fence = "`" * max(3, max(map(len, re.findall(r"`+", body)), default=0) + 1)
-            out.append(f"{fence}\n{body}\n{fence}")
+            out.append(fenced("\n\n".join("\n".join(lines) for lines in code)))
             code.clear()
 
     for line in lines:
