@@ -101,6 +101,15 @@ MAX_PROSE_IDENTIFIERS = 1
 # A code block that declares a function, constant or type (a signature): the paragraph after
 # it describes that one declaration.
 _SIGNATURE = re.compile(r"\[[A-Z][\w ]*\]\s*$|^\s*(?:[\w*]+\s+)*[\w*]+\s*\([^()]*\)?\s*[;{]?\s*$")
+# A sentence that leans on the one before it ("It ...", "For example, ..."), and what its
+# centrality counts for in a summary, where that sentence may not precede it.
+_LEANS_BACK = re.compile(
+    r"(?:it|its|this|these|that|those|they|their|he|she|such|also|but|and|or|so|then|thus"
+    r"|hence|however|therefore|otherwise|instead|similarly|likewise|moreover|furthermore"
+    r"|here|there|for (?:example|instance)|in (?:this|that|particular|addition)|as a result)\b",
+    re.IGNORECASE,
+)
+LEANING_BACK = 0.5
 # A line that reads like a title: no sentence or code punctuation, a letter first.
 _TITLE_LIKE = re.compile(r"[^\W\d_][^{}();=<>$\\|]*")
 
@@ -367,6 +376,8 @@ def _rank_central(sentences: list[_Sentence], focus: set[str]) -> None:
         # Documents state their point early; appendices (licences, references) come last.
         lead = 1.5 - s.order / max(lengths_by_doc[s.doc], 1)
         boost = 1 + 0.5 * len(words & focus)
+        if _LEANS_BACK.match(s.text):
+            boost *= LEANING_BACK
         # Every candidate ranks above sentences that are not prose; the term weight breaks
         # ties.
         s.score = 1000 + value * lead * boost + s.score / 100

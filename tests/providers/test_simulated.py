@@ -416,3 +416,36 @@ def test_the_summary_leaves_out_licence_words_and_the_function_reference():
     assert summary.count(". ") >= 2
     for aside in ("Permission", "Copyright", "Returns", "TL\\_BUSY", "Reads the current", "anyone"):
         assert aside not in summary, aside
+
+
+GAUGES = """# Harbour gauges
+
+Harbour gauges measure the height of the sea in small harbours.
+It records the height of the sea in small harbours every single minute.
+The harbour master reads the gauge before boats leave the basin.
+Fishermen check the predicted height of the sea before they sail out.
+Storms raise the height of the sea far above the predicted level.
+Old gauges used a float in a well connected to the harbour.
+Modern gauges send a radar pulse down to the water surface instead.
+Batteries in remote gauges are charged by small solar panels.
+Cables from the gauge run along the pier to the harbour office.
+Readings are kept for ten years in the archive of the office.
+Scientists use the archive to study how the sea level changes.
+Volunteers repaint the gauge housing every spring before the season.
+Children visiting the pier often ask what the white box is for.
+A sign next to the housing now explains what the gauge does.
+The sign was paid for by the local sailing club last year.
+Visitors can see the latest reading on a screen in the office window.
+The screen also shows the times of the next high and low water.
+Seagulls sometimes sit on the radar housing and disturb the readings.
+"""
+
+
+def test_a_summary_sentence_stands_on_its_own_rather_than_leaning_on_the_one_before():
+    report = write_report([SourceDocument("gauges.md", GAUGES)], "")
+    summary = report.split("## Summary\n\n", 1)[1].split("\n\n## ", 1)[0]
+
+    # "It records ..." is as central as the sentence before it, but read alone in a summary
+    # its "It" points at nothing.
+    assert summary.startswith("Harbour gauges measure the height of the sea")
+    assert "It records" not in summary
