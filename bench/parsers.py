@@ -16,6 +16,7 @@ sandbox and its limits.
 from __future__ import annotations
 
 import argparse
+import copy
 import io
 import json
 import re
@@ -25,7 +26,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "corpus"
@@ -186,34 +187,76 @@ def summary_table(rows: list[dict]) -> str:
 
 def _largest_documents(limit_bytes: int) -> Iterator[tuple[str, bytes]]:
     """Yield a document of each type just under `limit_bytes`, made of corpus text."""
-    import docx
-    from pypdf import PdfReader, PdfWriter
-
     for suffix, name in ((".html", "bzip2-manual.html"), (".md", "markdown-it-py-README.md"),
                          (".txt", "sqlite-flextypegood.txt")):  # fmt: skip
         data = (CORPUS / name).read_bytes()
         yield suffix, data * (limit_bytes // len(data))
+    pdf = _fill(_pdf_copies, limit_bytes)
+    yield f".pdf ({_page_count(pdf)} pages)", pdf
+    yield ".docx", _fill(_docx_copies(), limit_bytes)
 
-    source = PdfReader(CORPUS / "libtasn1-manual.pdf")
-    writer = PdfWriter()
-    copies = int(limit_bytes * 0.9 // (CORPUS / "libtasn1-manual.pdf").stat().st_size)
-    for _ in range(max(1, copies)):
-        writer.append(source)
-    buffer = io.BytesIO()
-    writer.write(buffer)
-    yield f".pdf ({len(writer.pages)} pages)", buffer.getvalue()
 
-    # About 4 characters of text a byte of .docx once compressed: one document of that
-    # much text, built in one go.
-    paragraphs = (CORPUS / "sqlite-flextypegood.txt").read_text().split("\n\n")
-    per_copy = sum(len(p) for p in paragraphs)
-    document = docx.Document()
-    for _ in range(max(1, int(limit_bytes * 3 // per_copy))):
-        for paragraph in paragraphs:
-            document.add_paragraph(paragraph)
+def _fill(copies: Callable[[int], bytes], limit_bytes: int) -> bytes:
+    """Return copies(count) for the largest count that stays within `limit_bytes`."""
+    one, two = len(copies(1)), len(copies(2))
+    count = max(1, 1 + (limit_bytes - one) // max(1, two - one))
+    data = copies(count)
+    while len(data) > limit_bytes and count > 1:
+        count -= 1
+        data = copies(count)
+    return data
+
+
+def _pdf_copies(count: int) -> bytes:
+    """Return `count` copies of a text-only manual's pages in one PDF, fonts and all."""
+    import pypdfium2
+
+    source = pypdfium2.PdfDocument(CORPUS / "nettle-manual.pdf")
+    document = pypdfium2.PdfDocument.new()
+    for _ in range(count):
+        document.import_pages(source)
     buffer = io.BytesIO()
     document.save(buffer)
-    yield ".docx", buffer.getvalue()
+    return buffer.getvalue()
+
+
+def _page_count(pdf: bytes) -> int:
+    import pypdfium2
+
+    return len(pypdfium2.PdfDocument(pdf))
+
+
+def _docx_copies() -> Callable[[int], bytes]:
+    """Return a builder of a .docx holding the corpus's prose `count` times over."""
+    import docx
+
+    from reports.parsers.html import html_to_text
+
+    # Text as varied as a long report's: a passage recurs only far beyond the reach of the
+    # zip compression, so the file holds as much text as a real one of its size.
+    sources = [(CORPUS / "sqlite-flextypegood.txt").read_text()] + [
+        html_to_text((CORPUS / name).read_text())
+        for name in ("bzip2-manual.html", "sqlite-appfileformat.html", "sqlite-quirks.html")
+    ]
+    paragraphs = [p for text in sources for p in text.split("\n\n") if p.strip()]
+
+    def copies(count: int) -> bytes:
+        document = docx.Document()
+        for paragraph in paragraphs:
+            document.add_paragraph(paragraph)
+        # python-docx looks the section's end up for every paragraph it adds: the copies
+        # go straight into the XML, before the section properties.
+        body = document.element.body
+        originals = list(body)[:-1]
+        end = body[-1]
+        for _ in range(count - 1):
+            for element in originals:
+                end.addprevious(copy.deepcopy(element))
+        buffer = io.BytesIO()
+        document.save(buffer)
+        return buffer.getvalue()
+
+    return copies
 
 
 def largest() -> None:

@@ -123,7 +123,8 @@ def document_text(data: bytes) -> str:
         raise ParseError(str(exc)) from None
     try:
         document = docx.Document(io.BytesIO(data))
-        blocks = [_block_text(block) for block in document.iter_inner_content()]
+        styles: dict[str | None, str] = {}
+        blocks = [_block_text(block, styles) for block in document.iter_inner_content()]
         title = " ".join((document.core_properties.title or "").split())
     except MemoryError:
         raise  # the sandbox answers it as a document too big to read
@@ -206,17 +207,17 @@ def _refusal(part) -> str | None:
     return None
 
 
-def _block_text(block: Paragraph | Table) -> str:
+def _block_text(block: Paragraph | Table, styles: dict[str | None, str]) -> str:
     if isinstance(block, Table):
         return _table_text(block)
-    return _paragraph_text(block)
+    return _paragraph_text(block, styles)
 
 
-def _paragraph_text(paragraph: Paragraph) -> str:
+def _paragraph_text(paragraph: Paragraph, styles: dict[str | None, str]) -> str:
     text = paragraph.text.strip()
     if not text:
         return ""
-    style = (paragraph.style.name or "").lower() if paragraph.style is not None else ""
+    style = _style_name(paragraph, styles)
     if style == "title":
         level = 1
     elif match := _HEADING.fullmatch(style):
@@ -229,6 +230,19 @@ def _paragraph_text(paragraph: Paragraph) -> str:
     else:
         return text
     return "#" * level + " " + " ".join(text.split())
+
+
+def _style_name(paragraph: Paragraph, styles: dict[str | None, str]) -> str:
+    """Return the paragraph's style name, lower-cased; `styles` keeps them by style id.
+
+    python-docx finds a style by going through all of the document's styles: once per
+    style id, not once per paragraph (that made a long document's reading slow).
+    """
+    style_id = paragraph._p.style  # None for the default paragraph style
+    if style_id not in styles:
+        style = paragraph.style
+        styles[style_id] = (style.name or "").lower() if style is not None else ""
+    return styles[style_id]
 
 
 def _table_text(table: Table) -> str:

@@ -13,6 +13,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from reports.parsers.text import join_wrapped
+
 # A line bigger than the body text by this factor is a heading candidate.
 HEADING_SIZE_RATIO = 1.12
 # Longer lines are prose, whatever their font.
@@ -47,6 +49,8 @@ _BULLET = re.compile(r"^(?:[\u2022\u25aa\u25cf\u2013\u2014*\-\u25e6]|\d{1,3}[.)]
 _DIGITS = re.compile(r"\d+")
 _SENTENCE_END = re.compile(r"[.!?:;]['\"\u201d\u2019)]*$")
 _NOT_WORD = re.compile(r"\W+")
+# A heading's number ("7.1.2", "A.3"), which an outline's titles may leave out.
+_SECTION_NUMBER = re.compile(r"^(?:\d{1,3}|[A-Z])(?:\.\d{1,3})*\.?\s+(?=\w)")
 # Generic values some producers write as a document's title.
 _NO_TITLE = re.compile(
     r"^(?:untitled|title|document|microsoft word\b.*|.*\.(?:docx?|tex|dvi|pdf|txt|rtf))$",
@@ -174,12 +178,19 @@ def _outline_headings(pages: list[list[Line]], outline: list[OutlineEntry]) -> d
         for i, line in enumerate(page):
             if id(line) in headings or not wanted:
                 continue
-            text = _normal(line.text)
-            if text and (text == wanted or wanted.startswith(text)):
+            # The line may carry the heading's number; a long heading wraps onto the next.
+            found = next(
+                (
+                    text
+                    for text in (_normal(line.text), _normal(_SECTION_NUMBER.sub("", line.text)))
+                    if text == wanted or (2 * len(text) >= len(wanted) and wanted.startswith(text))
+                ),
+                None,
+            )
+            if found:
                 level = min(entry.level + 2, MAX_HEADING_LEVEL)
                 headings[id(line)] = level
-                # A long heading wraps onto the next line.
-                if text != wanted and i + 1 < len(page):
+                if found != wanted and i + 1 < len(page):
                     headings[id(page[i + 1])] = -level
                 break
     return headings
@@ -232,7 +243,7 @@ def _blocks(
 
     def flush() -> None:
         if paragraph:
-            blocks.append(_join(paragraph))
+            blocks.append(join_wrapped(paragraph))
             paragraph.clear()
         if code:
             blocks.append("```\n" + "\n".join(code) + "\n```")
@@ -321,13 +332,3 @@ def _clean(text: str) -> str:
     # PDFium marks a hyphen that broke a word at a line's end with U+FFFE (or U+0002).
     text = text.replace("\ufffe", "").replace("\x02", "")
     return " ".join(text.split())
-
-
-def _join(lines: list[str]) -> str:
-    joined = lines[0]
-    for line in lines[1:]:
-        if joined.endswith("-") and joined[-2:-1].isalpha() and line[:1].islower():
-            joined = joined[:-1] + line  # a word hyphenated at the end of a line
-        else:
-            joined += " " + line
-    return joined

@@ -12,9 +12,14 @@ from markdown_it.token import Token
 from reports.parsers import sandbox
 from reports.parsers.base import ParseError
 from reports.parsers.html import html_to_text
-from reports.parsers.text import NO_TEXT, TextParser, decode_for_extract
+from reports.parsers.text import NO_TEXT, TextParser, decode_for_extract, fenced
 
 _MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+# Link addresses are dropped, never followed or shown: each one is parsed, but neither
+# normalised nor vetted (a fifth of the time a README full of links takes to parse), and a
+# link to a refused address still keeps just its text.
+_MARKDOWN.normalizeLink = str
+_MARKDOWN.validateLink = lambda _url: True
 
 
 def markdown_to_text(markdown: str) -> str:
@@ -58,8 +63,7 @@ def markdown_to_text(markdown: str) -> str:
         elif kind in ("fence", "code_block"):
             code = token.content.rstrip("\n")
             if code.strip():
-                fence = "`" * max(3, _longest_backtick_run(code) + 1)
-                blocks.append(f"{fence}\n{code}\n{fence}")
+                blocks.append(fenced(code))
         elif kind == "html_block" and (text := html_to_text(token.content)):
             blocks.append(text)
     return _join(blocks)
@@ -74,14 +78,6 @@ def _inline_text(token: Token) -> str:
             parts.append(" ")
         # Images (badges, logos) and inline HTML tags are not prose; a link keeps its text.
     return " ".join("".join(parts).split())
-
-
-def _longest_backtick_run(text: str) -> int:
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    return longest
 
 
 def _join(blocks: list[str]) -> str:
@@ -110,7 +106,7 @@ class MarkdownParser(TextParser):
 
     extensions = (".md",)
     media_type = "text/markdown"
-    version = "1"
+    version = "2"
 
     def extract(self, data: bytes) -> str:
         # A crafted text can make a Markdown parser's time grow much faster than its size:

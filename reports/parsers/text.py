@@ -1,9 +1,16 @@
-"""Plain text, and the decoder every text-based format shares."""
+"""Plain text, and the decoder every text-based format shares.
+
+A plain text is read as paragraphs: the lines a hard-wrapped paragraph was broken into are
+joined again, and a word hyphenated at a line's end is mended. Blank lines separate
+paragraphs; list items, underlined and "#" headings, table rows and indented or
+code-looking blocks keep their lines.
+"""
 
 from __future__ import annotations
 
 import codecs
 import re
+from collections import Counter
 
 from charset_normalizer import from_bytes
 
@@ -18,6 +25,21 @@ UNREADABLE = (
 
 # At most this share of "mess" (charset_normalizer's chaos) in a detected decoding.
 MAX_CHAOS = 0.1
+
+# Lines are joined only in blocks whose longest line is at least this long: shorter lines
+# (an address, a signature, a verse) were broken by hand, not wrapped.
+MIN_WRAP_WIDTH = 40
+# A line indented this much more than the text's usual indent is code or a quotation.
+CODE_INDENT = 4
+
+_LIST_ITEM = re.compile(r"\s*(?:[-*+\u2022\u2013]|\(?(?:\d{1,3}|[a-zA-Z])\)|\d{1,3}\.)\s+\S")
+_UNDERLINE = re.compile(r"\s*(?:=+|-+|~+|\*+|\^+|_+)\s*")
+# Code and prompts; headings, table rows and column layouts: lines never joined with others.
+_CODE = re.compile(r"\s*(?:\$ |>>> |\.\.\. )|.*[{};]$")
+_LITERAL = re.compile(r"\s*#|.*(?: \| |\S {3,}\S)")
+_SENTENCE_END = re.compile(r"[.!?:][\"')\]\u201d\u2019]*$")
+_TAB_WIDTH = 8
+_BACKTICKS = re.compile(r"`+")
 
 # Bytes that are not UTF-8, as "surrogateescape" decoding leaves them.
 _STRAY_BYTE = re.compile("[\udc80-\udcff]")
@@ -120,7 +142,7 @@ def decode_for_extract(data: bytes) -> str:
 class TextParser(Parser):
     extensions = (".txt",)
     media_type = "text/plain"
-    version = "2"
+    version = "3"
 
     def check(self, data: bytes) -> None:
         if not decode_text(data).strip():
@@ -130,4 +152,111 @@ class TextParser(Parser):
         text = decode_for_extract(data)
         if not text.strip():
             raise ParseError(NO_TEXT)
-        return text
+        return paragraphs(text)
+
+
+def join_wrapped(lines: list[str]) -> str:
+    """Join the lines of one paragraph, mending words hyphenated at a line's end."""
+    joined = lines[0]
+    for line in lines[1:]:
+        if joined.endswith("-") and joined[-2:-1].isalpha() and line[:1].islower():
+            joined = joined[:-1] + line
+        else:
+            joined += " " + line
+    return joined
+
+
+def fenced(code: str) -> str:
+    """Return `code` in a ``` fence longer than any run of backticks inside it."""
+    longest = max((len(run) for run in _BACKTICKS.findall(code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{code}\n{fence}"
+
+
+def paragraphs(text: str) -> str:
+    """Return a plain text with each hard-wrapped paragraph on one line.
+
+    Blocks are separated by blank lines. In a block, a line goes on on the next one when
+    the next line's first word would not have fitted on it (the text was wrapped there),
+    or when it is long and stops mid-sentence. Underlined headings, list items (each its
+    own line, its wrapped lines joined), table rows and code keep their lines; a block of
+    indented or code-looking lines only is put in a ``` fence.
+    """
+    lines = [line.rstrip().expandtabs(_TAB_WIDTH) for line in text.split("\n")]
+    indents = Counter(_indent(line) for line in lines if line)
+    base = indents.most_common(1)[0][0] if indents else 0
+    out: list[str] = []
+    block: list[str] = []
+    code: list[list[str]] = []  # consecutive code blocks, one fence
+
+    def flush() -> None:
+        if not block:
+            return
+        if all(_is_code(line, base) for line in block):
+            code.append(list(block))
+        else:
+            close_code()
+            out.append("\n".join(_reflow(block, base)))
+        block.clear()
+
+    def close_code() -> None:
+        if code:
+            out.append(fenced("\n\n".join("\n".join(lines) for lines in code)))
+            code.clear()
+
+    for line in lines:
+        if line:
+            block.append(line)
+        else:
+            flush()
+    flush()
+    close_code()
+    return "\n\n".join(out)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _is_code(line: str, base: int) -> bool:
+    return _indent(line) >= base + CODE_INDENT or bool(_CODE.match(line))
+
+
+def _reflow(block: list[str], base: int) -> list[str]:
+    literal = [
+        bool(_LITERAL.match(line) or _CODE.match(line))
+        or _UNDERLINE.fullmatch(line) is not None
+        or (i + 1 < len(block) and _UNDERLINE.fullmatch(block[i + 1]) is not None)
+        for i, line in enumerate(block)
+    ]
+    width = max(
+        (len(line) for line, kept in zip(block, literal, strict=True) if not kept), default=0
+    )
+    out: list[list[str]] = []
+    item = False  # the paragraph being joined is a list item
+    for i, line in enumerate(block):
+        starts_item = bool(_LIST_ITEM.match(line))
+        indented = _indent(line) >= base + CODE_INDENT and not item
+        if (
+            i
+            and out
+            and not literal[i]
+            and not literal[i - 1]
+            and not starts_item
+            and not indented
+            and width >= MIN_WRAP_WIDTH
+            and _wrapped(block[i - 1], line, width)
+        ):
+            out[-1].append(line.strip())
+        else:
+            out.append([line])
+            item = starts_item
+    return [join_wrapped(lines) for lines in out]
+
+
+def _wrapped(line: str, following: str, width: int) -> bool:
+    """Tell whether `line` was broken only because `following`'s first word did not fit."""
+    first_word = following.split()[0]
+    if len(line) + 1 + len(first_word) > width:
+        return True
+    return len(line) >= width / 2 and not _SENTENCE_END.search(line)

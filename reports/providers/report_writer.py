@@ -85,6 +85,31 @@ _IDENTIFIER = re.compile(r"\w*(?:_\w|[a-z][A-Z]|[A-Za-z]\d|[*(){}\[\]<>=;]|:/|ww
 _PROSE_START = re.compile(r"[\"'\u201c\u2018(\[]?[^\W\d_a-z]")
 _PROSE_END = re.compile(r"[.!?\u2026][\"'\u201d\u2019)\]]*$")
 _LEADER = re.compile(r"(?:\.\s?){4,}")
+# A document's words about its own licence: never what it is about.
+_BOILERPLATE = re.compile(
+    r"permission is (?:hereby )?granted|\blicen[cs](?:e|es|ed|ing)\b|copyright|copyleft"
+    r"|all rights reserved|public domain|\bwarrant(?:y|ies)\b|\(c\)|\u00a9",
+    re.IGNORECASE,
+)
+# Sections whose sentences are all such words.
+_LEGAL_HEADING = re.compile(r"licen[cs]|copyright|copying|legal|warranty|disclaimer", re.I)
+# A function reference's lines: a labelled field ("Returns: ..."), or a sentence naming
+# several identifiers (ASN1_SUCCESS, der_len).
+_FIELD_LABEL = re.compile(r"(?:returns?|return value|parameters?|arguments?|since)\s*:", re.I)
+_UNDERSCORED = re.compile(r"\b[^\W\d_]\w*_\w+")
+MAX_PROSE_IDENTIFIERS = 1
+# A code block that declares a function, constant or type (a signature): the paragraph after
+# it describes that one declaration.
+_SIGNATURE = re.compile(r"\[[A-Z][\w ]*\]\s*$|^\s*(?:[\w*]+\s+)*[\w*]+\s*\([^()]*\)?\s*[;{]?\s*$")
+# A sentence that leans on the one before it ("It ...", "For example, ..."), and what its
+# centrality counts for in a summary, where that sentence may not precede it.
+_LEANS_BACK = re.compile(
+    r"(?:it|its|this|these|that|those|they|their|he|she|such|also|but|and|or|so|then|thus"
+    r"|hence|however|therefore|otherwise|instead|similarly|likewise|moreover|furthermore"
+    r"|here|there|for (?:example|instance)|in (?:this|that|particular|addition)|as a result)\b",
+    re.IGNORECASE,
+)
+LEANING_BACK = 0.5
 # A line that reads like a title: no sentence or code punctuation, a letter first.
 _TITLE_LIKE = re.compile(r"[^\W\d_][^{}();=<>$\\|]*")
 
@@ -97,6 +122,8 @@ class _Sentence:
     section: str
     order: int
     prose: bool = False
+    # Licence or copyright words: never summarised.
+    boilerplate: bool = False
     score: float = 0.0
 
 
@@ -189,19 +216,25 @@ def _parse(index: int, source: SourceDocument) -> _Document:
     section = ""
     block: list[str] = []
     fence = ""
+    code_line = ""  # the last line of the latest code block
+    # In a function reference: from a signature up to the next heading.
+    reference = False
 
     def close_block() -> None:
         if block:
             if any(_ANY_WORD.search(line) for line in block):
                 doc.paragraphs += 1
                 doc.paragraph_words.append(_plain_words(" ".join(block)))
-            _add_sentences(doc, index, section, block)
+            _add_sentences(doc, index, section, block, reference)
             block.clear()
 
     for raw in text.splitlines():
         if fence:
             if _closes(fence, raw):
                 fence = ""
+                reference = reference or bool(_SIGNATURE.search(code_line))
+            elif raw.strip():
+                code_line = raw
             continue
         if match := _FENCE.match(raw):
             close_block()
@@ -211,14 +244,14 @@ def _parse(index: int, source: SourceDocument) -> _Document:
             close_block()
             if heading := _unemphasised(match.group(2) or ""):
                 doc.headings.append(_Heading(len(match.group(1)), heading))
-                section = heading
+                section, reference = heading, False
             continue
         if block and (match := _SETEXT.match(raw)):
             heading = _unemphasised(" ".join(block))
             block.clear()
             if heading:
                 doc.headings.append(_Heading(1 if match.group(1)[0] == "=" else 2, heading))
-                section = heading
+                section, reference = heading, False
             continue
         if raw.strip():
             if not doc.title_line and not doc.headings and _reads_like_title(raw):
@@ -260,7 +293,11 @@ def _closes(fence: str, line: str) -> bool:
     return len(stripped) >= len(fence) and stripped == fence[0] * len(stripped)
 
 
-def _add_sentences(doc: _Document, index: int, section: str, block: list[str]) -> None:
+def _add_sentences(
+    doc: _Document, index: int, section: str, block: list[str], reference: bool
+) -> None:
+    """Add the block's sentences; `reference` when it describes a declaration above it."""
+    legal = bool(_LEGAL_HEADING.search(section))
     # A list item is its own statement; other lines of a block wrap one paragraph.
     items: list[str] = []
     for line in block:
@@ -273,8 +310,11 @@ def _add_sentences(doc: _Document, index: int, section: str, block: list[str]) -
         for piece in _SENTENCE_END.split(_one_line(item)):
             if words := _words(piece):
                 order = len(doc.sentences)
-                prose = _is_prose(piece, words)
-                doc.sentences.append(_Sentence(piece, words, index, section, order, prose))
+                boilerplate = legal or bool(_BOILERPLATE.search(piece))
+                prose = not (boilerplate or reference) and _is_prose(piece, words)
+                doc.sentences.append(
+                    _Sentence(piece, words, index, section, order, prose, boilerplate)
+                )
 
 
 def _is_prose(text: str, words: list[str]) -> bool:
@@ -290,6 +330,8 @@ def _is_prose(text: str, words: list[str]) -> bool:
         and not _LEADER.search(text)
         and " | " not in text
         and len(_plain_words(text)) >= MIN_PROSE_WORD_SHARE * len(tokens)
+        and not _FIELD_LABEL.match(text)
+        and len(set(_UNDERSCORED.findall(text))) <= MAX_PROSE_IDENTIFIERS
     )
 
 
@@ -334,6 +376,8 @@ def _rank_central(sentences: list[_Sentence], focus: set[str]) -> None:
         # Documents state their point early; appendices (licences, references) come last.
         lead = 1.5 - s.order / max(lengths_by_doc[s.doc], 1)
         boost = 1 + 0.5 * len(words & focus)
+        if _LEANS_BACK.match(s.text):
+            boost *= LEANING_BACK
         # Every candidate ranks above sentences that are not prose; the term weight breaks
         # ties.
         s.score = 1000 + value * lead * boost + s.score / 100
@@ -350,6 +394,7 @@ def _in_order(sentences: list[_Sentence]) -> list[_Sentence]:
 def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
     # Prose first, so that no contents or index line gets in; a short text's other
     # sentences only when it has too little prose.
+    sentences = [s for s in sentences if not s.boilerplate]
     count = min(5, max(3, len(sentences) // 6))
     prose = _distinct(_ranked([s for s in sentences if s.prose]))
     if len(prose) >= count:
@@ -373,7 +418,7 @@ def _distinct(sentences: list[_Sentence]) -> list[_Sentence]:
 
 def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_Sentence]:
     used = {id(s) for s in summary}
-    pool = [s for s in sentences if s.prose] or sentences
+    pool = [s for s in sentences if s.prose] or [s for s in sentences if not s.boilerplate]
     said = {s.text for s in summary}
     rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and s.text not in said]
     # One point per section first, so the points cover the document, not one passage.

@@ -25,6 +25,18 @@ FACTS = json.loads((CORPUS / "facts.json").read_text())
 # Source markup of Markdown and HTML that must never reach a reader as text.
 MARKUP = ("](", "![", "[![", "<img", "<p", "<div", "<a ", "`", "**", "badge.svg")
 _CONTENTS_LINE = re.compile(r"(?:\.\s?){4,}|\s\d{1,4}(?:,\s*\d{1,4})+$")
+# What a document says about its own licence is not what it is about.
+_BOILERPLATE = re.compile(
+    r"permission is (?:hereby )?granted|free documentation licen[cs]e|licen[cs]ed under"
+    r"|released under|copyright|all rights reserved|public domain|licen[cs]es?\b",
+    re.IGNORECASE,
+)
+# A function reference's lines: labelled fields, and sentences made of identifiers.
+_REFERENCE = re.compile(
+    r"^(?:returns?|return value|parameters?|arguments?)\s*:|\[(?:function|macro|constant)\]"
+    r"|(?:\b(?:[a-z]\w*_\w+|[A-Z0-9]+_[A-Z0-9_]+)\b.*){2}",
+    re.IGNORECASE,
+)
 
 
 @functools.cache
@@ -77,6 +89,28 @@ def test_the_summary_is_made_of_sentences_never_contents_or_index_lines(name: st
         assert len(sentence.split()) >= 6, sentence
         assert re.search(r"[.!?][\"\u201d\u2019)\]]*$", sentence), sentence
         assert not _CONTENTS_LINE.search(sentence), sentence
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_the_summary_is_never_licence_boilerplate_or_function_reference(name: str) -> None:
+    text, report = _report(name)
+    summary = _visible(_section(report, "Summary"))
+    sentences = re.split(r"(?<=[.!?])\s+(?=[\"“(\[]?[A-Z])", summary)
+    asides = FACTS[name].get("not_summarised", [])
+
+    for sentence in sentences:
+        assert not _BOILERPLATE.search(sentence), sentence
+        assert not _REFERENCE.search(sentence), sentence
+        assert _top_section(text, sentence) not in asides, sentence
+
+
+def _top_section(text: str, sentence: str) -> str:
+    """Return the top-level section of the parsed text that `sentence` comes from."""
+    words = sentence.rstrip("…").split()[:8]
+    found = re.search(r"\s+".join(re.escape(w) for w in words), text)
+    assert found, sentence
+    headings = re.findall(r"^## (.*)$", text[: found.start()], flags=re.MULTILINE)
+    return re.sub(r"^[\d.]+\s+", "", headings[-1]) if headings else ""
 
 
 @pytest.mark.parametrize("name", [n for n in sorted(FACTS) if n.endswith((".md", ".html"))])

@@ -4,6 +4,7 @@ import zipfile
 
 import pytest
 from docx.document import Document
+from docx.text.paragraph import Paragraph
 
 from reports.parsers import InvalidContent, ParseError, UnsupportedContent
 from reports.parsers import docx as docx_parser
@@ -125,3 +126,25 @@ def test_a_docx_whose_xml_is_broken_is_a_parse_error() -> None:
     parser.check(data)
     with pytest.raises(ParseError, match="could not be read"):
         parser.extract(data)
+
+
+def test_each_style_is_looked_up_once_however_long_the_document(monkeypatch) -> None:
+    # python-docx goes through every style of the document to find one: done per paragraph,
+    # that made a long document take minutes to read.
+    def _long(document: Document) -> None:
+        document.add_heading("Tides", 1)
+        for n in range(300):
+            document.add_paragraph(f"Reading {n} of the gauge.")
+            document.add_paragraph(f"Point {n}", style="List Bullet")
+
+    lookups = []
+    style = Paragraph.style
+    monkeypatch.setattr(
+        Paragraph, "style", property(lambda p: lookups.append(1) or style.fget(p), style.fset)
+    )
+
+    text = docx_parser.document_text(samples.docx_bytes(_long))
+
+    assert text.count("- Point") == 300
+    assert text.startswith("## Tides\n\nReading 0 of the gauge.")
+    assert len(lookups) <= 3

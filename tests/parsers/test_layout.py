@@ -51,6 +51,22 @@ def test_the_outline_gives_the_headings_and_an_index_section_is_left_out() -> No
     )
 
 
+def test_outline_titles_without_their_numbers_still_find_numbered_heading_lines() -> None:
+    pages = [
+        _page(("Owl Manual", 20.0), "by the authors"),
+        _page(("1 Introduction", 14.0), "Owls are birds.", "In the wild they hunt."),
+        _page(("2.1 Feeding", 12.0), "Feed them mice."),
+    ]
+    outline = [OutlineEntry(0, "Introduction", 1), OutlineEntry(1, "Feeding", 2)]
+
+    text = structure(pages, outline, "")
+
+    assert text == (
+        "# Owl Manual\n\nby the authors\n\n## 1 Introduction\n\n"
+        "Owls are birds. In the wild they hunt.\n\n### 2.1 Feeding\n\nFeed them mice."
+    )
+
+
 def test_without_an_outline_bigger_and_bold_lines_are_headings() -> None:
     pages = [
         _page(("Owl Manual", 20.0), "Owls are birds that hunt at night and sleep by day."),

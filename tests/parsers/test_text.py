@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import codecs
 import random
+import textwrap
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_legacy_encodings_are_decoded(text: str, encoding: str) -> None:
     data = text.encode(encoding)
 
     parser.check(data)
-    assert parser.extract(data) == text
+    assert decode_text(data) == text
 
 
 @pytest.mark.parametrize(
@@ -90,10 +91,107 @@ def test_whitespace_in_utf16_is_still_empty() -> None:
         parser.check(" \n\t ".encode("utf-16"))
 
 
-def test_markdown_is_returned_as_written() -> None:
-    markdown = "# Title\n\n    indented code\n\n- item\n"
+PARAGRAPHS = [
+    "Tidal power converts the energy of the tides into electricity. Because the tides "
+    "follow the moon, the output of a tidal station can be forecast years ahead, "
+    "unlike that of wind or solar farms, which follow the weather.",
+    "Small harbours are a good fit: their breakwaters already enclose a basin, and a "
+    "turbine in the harbour mouth needs no new dam. Maintenance is the main cost, "
+    "since salt water and marine growth wear the blades down.",
+]
 
-    assert parser.extract(markdown.encode()) == markdown
+
+@pytest.mark.parametrize("width", [60, 72, 79])
+def test_a_hard_wrapped_text_is_read_as_paragraphs(width: int) -> None:
+    wrapped = "\n\n".join(textwrap.fill(p, width) for p in PARAGRAPHS)
+    assert wrapped.count("\n") > 4
+
+    assert parser.extract(wrapped.encode()) == "\n\n".join(PARAGRAPHS)
+
+
+def test_a_word_hyphenated_at_a_line_end_is_mended() -> None:
+    text = (
+        "The harbour authority measured the currents for three years before it de-\n"
+        "cided where the turbines should go, and published every measurement."
+    )
+
+    assert parser.extract(text.encode()) == (
+        "The harbour authority measured the currents for three years before it decided "
+        "where the turbines should go, and published every measurement."
+    )
+
+
+def test_headings_lists_and_short_lines_keep_their_lines() -> None:
+    text = (
+        "1. Introduction\n"
+        "===============\n"
+        "\n"
+        "The survey covered three harbours on the north coast and two on the west\n"
+        "coast:\n"
+        "\n"
+        "- Porthleven, where the basin is deep enough for two turbines of the\n"
+        "  larger size that the manufacturer offers\n"
+        "- Newlyn\n"
+        "- St Ives\n"
+        "\n"
+        "Harbour Office\n"
+        "1 Quay Street\n"
+        "Porthleven\n"
+    )
+
+    assert parser.extract(text.encode()) == (
+        "1. Introduction\n"
+        "===============\n"
+        "\n"
+        "The survey covered three harbours on the north coast and two on the west coast:\n"
+        "\n"
+        "- Porthleven, where the basin is deep enough for two turbines of the larger size "
+        "that the manufacturer offers\n"
+        "- Newlyn\n"
+        "- St Ives\n"
+        "\n"
+        "Harbour Office\n"
+        "1 Quay Street\n"
+        "Porthleven"
+    )
+
+
+def test_indented_and_code_looking_blocks_are_kept_as_code() -> None:
+    text = (
+        "Read the gauge with the following function, which returns the height of the\n"
+        "water in metres:\n"
+        "\n"
+        "    def height(gauge):\n"
+        "        return gauge.read() / 100\n"
+        "\n"
+        "    print(height(gauge))\n"
+        "\n"
+        "int main(void) {\n"
+        "    return 0;\n"
+        "}\n"
+    )
+
+    assert parser.extract(text.encode()) == (
+        "Read the gauge with the following function, which returns the height of the "
+        "water in metres:\n"
+        "\n"
+        "```\n"
+        "    def height(gauge):\n"
+        "        return gauge.read() / 100\n"
+        "\n"
+        "    print(height(gauge))\n"
+        "\n"
+        "int main(void) {\n"
+        "    return 0;\n"
+        "}\n"
+        "```"
+    )
+
+
+def test_a_markdown_looking_text_keeps_its_headings_lists_and_tables() -> None:
+    markdown = "# Title\n\nSome text.\n\n- item\n- item two\n\na | b\nc | d\n"
+
+    assert parser.extract(markdown.encode()) == markdown.rstrip("\n")
 
 
 def test_utf8_with_a_pasted_windows_1252_passage_is_mended_not_garbled() -> None:

@@ -376,3 +376,76 @@ async def test_a_profile_keeps_the_scenarios():
 def test_an_unknown_profile_is_refused():
     with pytest.raises(ValueError, match="openai"):
         SimulatedProvider(profile="gpt-9")
+
+
+MANUAL = """# Tidelog
+
+Tidelog records the height of the tide in small harbours and predicts the next high water.
+Harbour masters use its predictions to plan when boats can enter and leave the basin.
+The predictions improve as the gauge collects more readings over the months.
+
+Copyright 2024 The Tidelog Authors. Permission is granted to copy, distribute and modify
+this manual under the terms of the GNU Free Documentation License, Version 1.3.
+
+## Reading the gauge
+
+The gauge measures the height of the water every minute and stores the readings on disk.
+A reading that differs too much from its neighbours is treated as a wave and ignored.
+
+## Function reference
+
+```
+int tl_read_gauge (tl_gauge *gauge, double *height) [Function]
+```
+
+Reads the current height of the water from the gauge into the height variable given.
+Returns: TL_OK if a reading was taken, TL_NO_GAUGE if the gauge does not answer at all.
+If the gauge is busy and this returns TL_BUSY, the caller should wait and try again later.
+
+## Copying
+
+This manual may be copied and changed by anyone for any purpose whatever it may be.
+"""
+
+
+def test_the_summary_leaves_out_licence_words_and_the_function_reference():
+    report = write_report([SourceDocument("tidelog.md", MANUAL)], "")
+    summary = report.split("## Summary\n\n", 1)[1].split("\n\n## ", 1)[0]
+
+    assert "Tidelog records the height of the tide" in summary
+    assert summary.count(". ") >= 2
+    for aside in ("Permission", "Copyright", "Returns", "TL\\_BUSY", "Reads the current", "anyone"):
+        assert aside not in summary, aside
+
+
+GAUGES = """# Harbour gauges
+
+Harbour gauges measure the height of the sea in small harbours.
+It records the height of the sea in small harbours every single minute.
+The harbour master reads the gauge before boats leave the basin.
+Fishermen check the predicted height of the sea before they sail out.
+Storms raise the height of the sea far above the predicted level.
+Old gauges used a float in a well connected to the harbour.
+Modern gauges send a radar pulse down to the water surface instead.
+Batteries in remote gauges are charged by small solar panels.
+Cables from the gauge run along the pier to the harbour office.
+Readings are kept for ten years in the archive of the office.
+Scientists use the archive to study how the sea level changes.
+Volunteers repaint the gauge housing every spring before the season.
+Children visiting the pier often ask what the white box is for.
+A sign next to the housing now explains what the gauge does.
+The sign was paid for by the local sailing club last year.
+Visitors can see the latest reading on a screen in the office window.
+The screen also shows the times of the next high and low water.
+Seagulls sometimes sit on the radar housing and disturb the readings.
+"""
+
+
+def test_a_summary_sentence_stands_on_its_own_rather_than_leaning_on_the_one_before():
+    report = write_report([SourceDocument("gauges.md", GAUGES)], "")
+    summary = report.split("## Summary\n\n", 1)[1].split("\n\n## ", 1)[0]
+
+    # "It records ..." is as central as the sentence before it, but read alone in a summary
+    # its "It" points at nothing.
+    assert summary.startswith("Harbour gauges measure the height of the sea")
+    assert "It records" not in summary
