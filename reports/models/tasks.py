@@ -41,15 +41,9 @@ class Event:
     type: str
     data: dict[str, Any]
 
-    def as_message(self) -> dict[str, Any]:
-        """Return the channel-layer message that carries this event."""
-        return {
-            "type": "task.event",
-            "task_id": str(self.task_id),
-            "seq": self.seq,
-            "event": self.type,
-            "data": self.data,
-        }
+    def as_row(self) -> list:
+        """Return [seq, type, data]: how a channel-layer message carries this event."""
+        return [self.seq, self.type, self.data]
 
 
 class TaskQuerySet(models.QuerySet):

@@ -20,16 +20,21 @@ log = logging.getLogger(__name__)
 
 
 async def publish(events: Iterable[Event]) -> None:
+    """Fan events out: one layer message per task, carrying its events in order."""
     events = list(events)
     follower.hand_over(events)
     layer = follower.layer_across_processes()
     if layer is None:
         return
+    by_task: dict[str, list[Event]] = {}
     for event in events:
+        by_task.setdefault(str(event.task_id), []).append(event)
+    for task_id, rows in by_task.items():
+        message = {"type": "task.events", "events": [event.as_row() for event in rows]}
         try:
-            await layer.group_send(follower.group_name(event.task_id), event.as_message())
+            await layer.group_send(follower.group_name(task_id), message)
         except Exception:
-            log.warning("broadcast failed for task %s seq %s", event.task_id, event.seq)
+            log.warning("broadcast failed for task %s seq %s", task_id, rows[-1].seq)
 
 
 _sending: set = set()  # hand-offs under way, held until done

@@ -198,9 +198,7 @@ class Feed:
             except Exception:
                 self._layer_failed()
                 return
-            self.offer(
-                [Event(self.task_id, message.get("seq", 0), message["event"], message["data"])]
-            )
+            self.offer([Event(self.task_id, *row) for row in message.get("events", [])])
 
     def offer(self, events: list[Event]) -> None:
         """Pass on what follows on exactly from the last event; for a gap, read the table."""
