@@ -110,6 +110,8 @@ _LEANS_BACK = re.compile(
     re.IGNORECASE,
 )
 LEANING_BACK = 0.5
+# What does not tell two sentences apart: hyphens (a line break's too) and spaces.
+_NOT_SAID = re.compile(r"[\s\-\u00ad\u2010\u2011]+")
 # A line that reads like a title: no sentence or code punctuation, a letter first.
 _TITLE_LIKE = re.compile(r"[^\W\d_][^{}();=<>$\\|]*")
 
@@ -399,8 +401,8 @@ def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
     prose = _distinct(_ranked([s for s in sentences if s.prose]))
     if len(prose) >= count:
         return _in_order(prose[:count])
-    said = {s.text for s in prose}
-    rest = [s for s in _distinct(_ranked(sentences)) if s.text not in said and _ends(s)]
+    said = {_same(s) for s in prose}
+    rest = [s for s in _distinct(_ranked(sentences)) if _same(s) not in said and _ends(s)]
     return _in_order((prose + rest)[:count])
 
 
@@ -408,19 +410,28 @@ def _ends(s: _Sentence) -> bool:
     return bool(_PROSE_END.search(s.text)) and not _LEADER.search(s.text)
 
 
+def _same(s: _Sentence) -> str:
+    """Return what makes two sentences the same one, said twice or hyphenated differently.
+
+    Case, hyphens and spaces do not count: a line break can turn "enterprise-class" into
+    "enterpriseclass" or "enterprise- class".
+    """
+    return _NOT_SAID.sub("", s.text.casefold())
+
+
 def _distinct(sentences: list[_Sentence]) -> list[_Sentence]:
     # A sentence said twice (a repeated notice, a running text) is one sentence.
     first: dict[str, _Sentence] = {}
     for s in sentences:
-        first.setdefault(s.text, s)
+        first.setdefault(_same(s), s)
     return list(first.values())
 
 
 def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_Sentence]:
     used = {id(s) for s in summary}
     pool = [s for s in sentences if s.prose] or [s for s in sentences if not s.boilerplate]
-    said = {s.text for s in summary}
-    rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and s.text not in said]
+    said = {_same(s) for s in summary}
+    rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and _same(s) not in said]
     # One point per section first, so the points cover the document, not one passage.
     chosen: list[_Sentence] = []
     seen: set[tuple[int, str]] = set()
@@ -522,6 +533,8 @@ def _terms_text(docs: list[_Document]) -> str:
         if count > 1
     }
     terms = sorted(weights, key=lambda term: (-weights[term], term))[:KEY_TERMS]
+    # The table reads by count; among equal counts, the weightier term first.
+    terms.sort(key=lambda term: -counts[term])
     if not terms:
         return "No recurring terms stand out: the text is too short or made of common words."
     rows = [f"| {_escape(term)} | {counts[term]} |" for term in terms]
