@@ -255,3 +255,28 @@ def test_key_terms_are_listed_by_count():
 
     assert [term for term, _count in rows][:2] == ["garden", "compost"]
     assert counts == sorted(counts, reverse=True)
+
+
+def test_the_summary_draws_on_the_chapters_that_explain_more_than_on_an_api_reference():
+    parts = ["cipher", "hash", "mac", "random", "stream", "block"]
+    reference = "".join(
+        f"### Widget {part} functions\n\n"
+        f"Each {part} widget keeps its widget state in a widget context that the widget "
+        "functions share.\n\n"
+        f"```\nint widget_{part}_open(struct widget_ctx *ctx);\n```\n\n"
+        f"Opens the {part} widget and returns zero when the widget context is not ready.\n\n"
+        for part in parts
+    )
+    source = (
+        "# Widget Library\n\n## Introduction\n\n"
+        "This library gives programs small reusable widgets to assemble larger interfaces "
+        "from. It keeps every widget small, so that programs built on it stay easy to read. "
+        "Programs combine these widgets with their own code to build whole applications.\n\n"
+        "## Reference\n\n" + reference
+    )
+    summary = sections(write_report([SourceDocument("widgets.md", source)], ""))["Summary"]
+    introduction = source.split("## Reference")[0]
+    sentences = re.split(r"(?<=\.) ", summary)
+
+    explained = [sentence for sentence in sentences if sentence in flat(introduction)]
+    assert len(explained) > len(sentences) / 2, summary
