@@ -1,9 +1,12 @@
 """The quick mode of benchmarks 2 (fan-out) and 5 (refresh and replay): a few streams
-through the real app in its own processes, followed over real WebSockets. They fail
+through the real app in its own processes, followed over real WebSockets, also on the
+capacity model's 2 web + 2 worker step behind nginx. They fail
 only when text is lost, duplicated or reordered, never on timing (the timed runs are
 `python -m bench.fanout` and `python -m bench.replay`)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -11,7 +14,7 @@ from django.db import connection
 
 from bench import load
 from bench.fanout import lossless, run_app
-from bench.harness import Layout
+from bench.harness import NGINX, Layout
 from tests.helpers import database_url
 
 pytestmark = pytest.mark.bench
@@ -45,6 +48,18 @@ def test_scale_out_loses_nothing(tmp_path, reconnects):
     layout = Layout.scale_out(tmp_path, database_url(connection.settings_dict), settings.REDIS_URL)
     figures = run_app(layout, streams=STREAMS, profile="stress", reconnects=reconnects)
     assert_lossless(figures, STREAMS)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_web_and_two_worker_processes_behind_nginx_lose_nothing(tmp_path):
+    if connection.vendor != "postgresql" or not settings.REDIS_URL:
+        pytest.skip("scale-out needs PostgreSQL and Redis (DATABASE_URL, REDIS_URL)")
+    if not Path(NGINX).exists():
+        pytest.skip("nginx is not installed")
+    layout = Layout.scale_out(tmp_path, database_url(connection.settings_dict), settings.REDIS_URL)
+    figures = run_app(layout, streams=STREAMS, profile="stress", web=2, workers=2)
+    assert_lossless(figures, STREAMS)
+    assert (figures["web"], figures["workers"], figures["nginx"]) == (2, 2, True), figures
 
 
 def test_forty_sse_and_forty_websocket_clients_at_once_all_connect(tmp_path):

@@ -3,8 +3,10 @@
 Deterministic and offline. The input is the parsers' structured text (docs/parsers.md): a
 "#" title, section headings, paragraphs, lists, tables and code fences. Summary sentences
 are ranked with TextRank (a sentence is central when sentences like it are central), only
-among sentences that read as prose; key terms are the document's words weighted by TF-IDF
-across its paragraphs, never identifiers or their fragments.
+among sentences that read as prose, a chapter that reads as an API reference (much of it
+declarations and their descriptions) counting less than the chapters that explain; key
+terms are the document's words weighted by TF-IDF across its paragraphs, never identifiers
+or their fragments.
 """
 
 from __future__ import annotations
@@ -110,6 +112,12 @@ _LEANS_BACK = re.compile(
     re.IGNORECASE,
 )
 LEANING_BACK = 0.5
+# A chapter at least this share of whose sentences describe declarations is an API reference:
+# a summary draws on it at this weight, so the chapters that explain come first.
+REFERENCE_CHAPTER_SHARE = 0.25
+IN_REFERENCE = 0.25
+# What does not tell two sentences apart: hyphens (a line break's too) and spaces.
+_NOT_SAID = re.compile(r"[\s\-\u00ad\u2010\u2011]+")
 # A line that reads like a title: no sentence or code punctuation, a letter first.
 _TITLE_LIKE = re.compile(r"[^\W\d_][^{}();=<>$\\|]*")
 
@@ -122,6 +130,12 @@ class _Sentence:
     section: str
     order: int
     prose: bool = False
+    # Describes a declaration (after a signature, up to the next heading).
+    reference: bool = False
+    # The index of the heading above it, -1 before the first.
+    heading: int = -1
+    # In a top-level section that reads as an API reference.
+    in_reference: bool = False
     # Licence or copyright words: never summarised.
     boilerplate: bool = False
     score: float = 0.0
@@ -260,7 +274,24 @@ def _parse(index: int, source: SourceDocument) -> _Document:
         else:
             close_block()
     close_block()
+    _mark_reference_chapters(doc)
     return doc
+
+
+def _mark_reference_chapters(doc: _Document) -> None:
+    """Mark the sentences of each top-level section that reads as an API reference."""
+    top = min((h.level for h in _sections(doc)), default=1)
+    chapter_of: list[int] = []
+    for i, heading in enumerate(doc.headings):
+        chapter_of.append(i if heading.level <= top or not chapter_of else chapter_of[-1])
+    chapters: dict[int, list[_Sentence]] = {}
+    for s in doc.sentences:
+        chapters.setdefault(chapter_of[s.heading] if s.heading >= 0 else -1, []).append(s)
+    for sentences in chapters.values():
+        described = sum(s.reference for s in sentences)
+        if described >= REFERENCE_CHAPTER_SHARE * len(sentences):
+            for s in sentences:
+                s.in_reference = True
 
 
 def _reads_like_title(line: str) -> bool:
@@ -313,7 +344,17 @@ def _add_sentences(
                 boilerplate = legal or bool(_BOILERPLATE.search(piece))
                 prose = not (boilerplate or reference) and _is_prose(piece, words)
                 doc.sentences.append(
-                    _Sentence(piece, words, index, section, order, prose, boilerplate)
+                    _Sentence(
+                        piece,
+                        words,
+                        index,
+                        section,
+                        order,
+                        prose=prose,
+                        reference=reference,
+                        heading=len(doc.headings) - 1,
+                        boilerplate=boilerplate,
+                    )
                 )
 
 
@@ -378,6 +419,8 @@ def _rank_central(sentences: list[_Sentence], focus: set[str]) -> None:
         boost = 1 + 0.5 * len(words & focus)
         if _LEANS_BACK.match(s.text):
             boost *= LEANING_BACK
+        if s.in_reference:
+            boost *= IN_REFERENCE
         # Every candidate ranks above sentences that are not prose; the term weight breaks
         # ties.
         s.score = 1000 + value * lead * boost + s.score / 100
@@ -399,8 +442,8 @@ def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
     prose = _distinct(_ranked([s for s in sentences if s.prose]))
     if len(prose) >= count:
         return _in_order(prose[:count])
-    said = {s.text for s in prose}
-    rest = [s for s in _distinct(_ranked(sentences)) if s.text not in said and _ends(s)]
+    said = {_same(s) for s in prose}
+    rest = [s for s in _distinct(_ranked(sentences)) if _same(s) not in said and _ends(s)]
     return _in_order((prose + rest)[:count])
 
 
@@ -408,19 +451,28 @@ def _ends(s: _Sentence) -> bool:
     return bool(_PROSE_END.search(s.text)) and not _LEADER.search(s.text)
 
 
+def _same(s: _Sentence) -> str:
+    """Return what makes two sentences the same one, said twice or hyphenated differently.
+
+    Case, hyphens and spaces do not count: a line break can turn "enterprise-class" into
+    "enterpriseclass" or "enterprise- class".
+    """
+    return _NOT_SAID.sub("", s.text.casefold())
+
+
 def _distinct(sentences: list[_Sentence]) -> list[_Sentence]:
     # A sentence said twice (a repeated notice, a running text) is one sentence.
     first: dict[str, _Sentence] = {}
     for s in sentences:
-        first.setdefault(s.text, s)
+        first.setdefault(_same(s), s)
     return list(first.values())
 
 
 def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_Sentence]:
     used = {id(s) for s in summary}
     pool = [s for s in sentences if s.prose] or [s for s in sentences if not s.boilerplate]
-    said = {s.text for s in summary}
-    rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and s.text not in said]
+    said = {_same(s) for s in summary}
+    rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and _same(s) not in said]
     # One point per section first, so the points cover the document, not one passage.
     chosen: list[_Sentence] = []
     seen: set[tuple[int, str]] = set()
@@ -522,6 +574,8 @@ def _terms_text(docs: list[_Document]) -> str:
         if count > 1
     }
     terms = sorted(weights, key=lambda term: (-weights[term], term))[:KEY_TERMS]
+    # The table reads by count; among equal counts, the weightier term first.
+    terms.sort(key=lambda term: -counts[term])
     if not terms:
         return "No recurring terms stand out: the text is too short or made of common words."
     rows = [f"| {_escape(term)} | {counts[term]} |" for term in terms]

@@ -124,3 +124,12 @@ def test_markdown_and_html_markup_never_shows_as_source(name: str) -> None:
         assert markup not in visible, markup
     for markup in ("](", "![", "<img", "<p>"):
         assert markup not in prose, markup
+
+
+def test_the_nettle_manual_is_summarised_from_the_chapters_that_explain_not_its_reference():
+    text, report = _report("nettle-manual.pdf")
+    summary = _visible(_section(report, "Summary"))
+    sentences = re.split(r"(?<=[.!?])\s+(?=[\"“(\[]?[A-Z])", summary)
+
+    from_reference = [s for s in sentences if _top_section(text, s) == "Reference"]
+    assert len(from_reference) < len(sentences) / 2, from_reference

@@ -213,3 +213,70 @@ def test_any_text_with_a_word_gives_a_valid_report(texts, name, instructions):
     html = render_markdown(report)
     assert html.startswith("<h1>")
     assert html.count("<h2>") == (5 if instructions.strip() else 4)
+
+
+def _said(sentence: str) -> str:
+    return re.sub(r"[\s\-]+", "", sentence.casefold())
+
+
+def test_a_sentence_hyphenated_two_ways_is_said_once():
+    # A two-column layout repeats a passage; one copy's line break dropped the hyphen.
+    source = (
+        "# Choosing a database\n\n"
+        "## Small sites\n\n"
+        "A small website runs well on an embedded database file.\n\n"
+        "## Busy sites\n\n"
+        "Busy websites should use an enterprise-class client/server database engine.\n\n"
+        "## Reprint\n\n"
+        "Busy websites should use an enterpriseclass client/server database engine.\n\n"
+        "## Backups\n\n"
+        "Every database needs backups that somebody has restored at least once.\n"
+    )
+    parts = sections(write_report([SourceDocument("sites.md", source)], ""))
+    summary = re.split(r"(?<=\.) ", parts["Summary"])
+    points = [re.sub(r"^- \*\*.+?:\*\* ", "", line) for line in parts["Key points"].splitlines()]
+    said = [_said(sentence) for sentence in summary + points]
+
+    assert sum("busywebsites" in sentence for sentence in said) == 1
+    assert len(said) == len(set(said))
+
+
+def test_key_terms_are_listed_by_count():
+    # "garden" is said most but in every paragraph; "compost" less, in fewer, so it weighs more.
+    paragraphs = [
+        "The garden compost heap needs turning. Compost warms the garden compost bin.",
+        "The garden compost heap needs water. Compost feeds the garden.",
+        "The garden beds need weeding in the garden.",
+        "The garden paths need sweeping.",
+    ]
+    report = write_report([SourceDocument("garden.txt", "\n\n".join(paragraphs))], "")
+    rows = re.findall(r"^\| (\w+) \| (\d+) \|$", sections(report)["Key terms"], re.MULTILINE)
+    counts = [int(count) for _term, count in rows]
+
+    assert [term for term, _count in rows][:2] == ["garden", "compost"]
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_the_summary_draws_on_the_chapters_that_explain_more_than_on_an_api_reference():
+    parts = ["cipher", "hash", "mac", "random", "stream", "block"]
+    reference = "".join(
+        f"### Widget {part} functions\n\n"
+        f"Each {part} widget keeps its widget state in a widget context that the widget "
+        "functions share.\n\n"
+        f"```\nint widget_{part}_open(struct widget_ctx *ctx);\n```\n\n"
+        f"Opens the {part} widget and returns zero when the widget context is not ready.\n\n"
+        for part in parts
+    )
+    source = (
+        "# Widget Library\n\n## Introduction\n\n"
+        "This library gives programs small reusable widgets to assemble larger interfaces "
+        "from. It keeps every widget small, so that programs built on it stay easy to read. "
+        "Programs combine these widgets with their own code to build whole applications.\n\n"
+        "## Reference\n\n" + reference
+    )
+    summary = sections(write_report([SourceDocument("widgets.md", source)], ""))["Summary"]
+    introduction = source.split("## Reference")[0]
+    sentences = re.split(r"(?<=\.) ", summary)
+
+    explained = [sentence for sentence in sentences if sentence in flat(introduction)]
+    assert len(explained) > len(sentences) / 2, summary
