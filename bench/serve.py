@@ -8,7 +8,8 @@ add probes and change what a baseline needs changed:
 
 * `BENCH_PROBE=<file>`: append one line per provider stream (`stream task attempt t0`,
   t0 on the machine's monotonic clock, when the provider began) and per chunk written
-  (`flush task start seconds`: the runner's whole write-and-publish of one chunk), and
+  (`flush task start seconds`: the runner's wait for one chunk's write; the fan-out after
+  it is not waited for), and
   per database write of chunks (`write count start seconds`).
 * `--per-token`: the one-message-per-token baseline (every provider delta is its own
   event, transaction and message: no coalescing).
