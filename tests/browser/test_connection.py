@@ -17,6 +17,9 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 def proxy(slow_server) -> Iterator[Proxy]:
+    """A proxy in front of the slow server. Tests name it before `open_page`, so it is
+    closed after their pages are: a page still open when its proxy goes would log a
+    refused reconnect."""
     proxy = Proxy(int(slow_server.url.rsplit(":", 1)[1]))
     yield proxy
     proxy.close()
@@ -29,7 +32,7 @@ def open_through(page, proxy: Proxy, task_id: str) -> None:
 
 
 def test_a_page_whose_session_ended_says_so_and_stops_trying(
-    open_page, slow_server, sample_file, proxy, problems
+    proxy, open_page, slow_server, sample_file, problems
 ):
     problems.allow("WebSocket connection to", "401 (Unauthorized)", "[object Event]")
     page = open_page(slow_server)
@@ -61,7 +64,7 @@ def test_a_page_whose_session_ended_says_so_and_stops_trying(
 
 
 def test_a_cut_network_shows_reconnecting_then_live_again(
-    open_page, slow_server, sample_file, proxy, problems
+    proxy, open_page, slow_server, sample_file, problems
 ):
     problems.allow("WebSocket connection to", "[object Event]")
     page = open_page(slow_server)
@@ -87,7 +90,7 @@ QUICK_THEN_MINUTES = "window.reportlineReconnectMs = [100, 100, 100, 100, 600000
 
 
 def test_a_server_away_for_several_tries_is_lost_until_try_now_brings_it_back(
-    open_page, slow_server, sample_file, proxy, problems
+    proxy, open_page, slow_server, sample_file, problems
 ):
     problems.allow("WebSocket connection to", "[object Event]", "Failed to load resource")
     page = open_page(slow_server)

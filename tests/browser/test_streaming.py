@@ -66,7 +66,9 @@ def test_a_long_report_is_written_once_per_frame_not_once_per_token(
     # ...until one frame writes all of it, once.
     page.clock.run_for(20)
     after = until(page, lambda c: c["flushes"] > burst["flushes"])
-    assert after["textWrites"] == burst["textWrites"] + 1
+    # One write per frame (20 ms may hold a second frame, with text that came meanwhile).
+    frames = after["flushes"] - burst["flushes"]
+    assert 1 <= after["textWrites"] - burst["textWrites"] <= frames < 20
     page.clock.resume()
 
     expect(page.locator("[data-task-status]")).to_have_attribute(
