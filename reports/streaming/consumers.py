@@ -3,8 +3,9 @@
 Thin: it checks who is asking, subscribes to the task's shared feed (replay after
 `seq`, then live, gaps filled from the table: `reports.streaming.follower`) and renders
 what the feed hands over for the page. It writes nothing and runs nothing while the page
-is idle. Events that are ready at once go out as one message; after the terminal event
-the socket closes with 1000.
+is idle. The text of events that are ready at once goes out as one message, and a status
+change's lines (which read the task) in one after it; after the terminal event the socket
+closes with 1000.
 """
 
 from __future__ import annotations
