@@ -323,19 +323,10 @@ def work(layout: Layout, env: dict, *, slots: int, extra: tuple = (), index: int
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 
-def balance(layout: Layout, servers: list[Process], connections: int) -> Process:
-    """Start nginx with the production site (deploy/nginx.conf) in front of `servers`, over
-    plain HTTP on the loopback (TLS would only add nginx's own cost)."""
-    port = free_port()
-    prefix = Path(tempfile.mkdtemp(prefix="nginx-", dir=layout.data_dir))
-    site = (ROOT / "deploy" / "nginx.conf").read_text()
-    upstream = "".join(f"    server 127.0.0.1:{s.port};\n" for s in servers)
-    site = re.sub(r"(upstream reportline_web \{\n)(    server .*\n)+", rf"\g<1>{upstream}", site)
-    site = re.sub(r"^\s*ssl_.*\n", "", site, flags=re.M)
-    site = site.replace("listen 443 ssl;", f"listen 127.0.0.1:{port};")
-    site = site.replace("listen 80;", f"listen 127.0.0.1:{free_port()};")  # the redirect
-    (prefix / "site.conf").write_text(site)
-    # Each stream holds a client and an upstream connection; keep room for both.
+def write_nginx_conf(prefix: Path, connections: int) -> None:
+    """Write `prefix`/nginx.conf: one nginx worker in the foreground, everything it writes
+    under `prefix`, room for `connections` clients each with an upstream connection, and
+    the site from `prefix`/site.conf."""
     (prefix / "nginx.conf").write_text(
         f"""{"user root;" if os.geteuid() == 0 else ""}
 worker_processes 1;
@@ -355,5 +346,21 @@ http {{
 }}
 """
     )
+
+
+def balance(layout: Layout, servers: list[Process], connections: int) -> Process:
+    """Start nginx with the production site (deploy/nginx.conf) in front of `servers`, over
+    plain HTTP on the loopback (TLS would only add nginx's own cost)."""
+    port = free_port()
+    prefix = Path(tempfile.mkdtemp(prefix="nginx-", dir=layout.data_dir))
+    site = (ROOT / "deploy" / "nginx.conf").read_text()
+    upstream = "".join(f"    server 127.0.0.1:{s.port};\n" for s in servers)
+    site = re.sub(r"(upstream reportline_web \{\n)(    server .*\n)+", rf"\g<1>{upstream}", site)
+    site = re.sub(r"^\s*ssl_.*\n", "", site, flags=re.M)
+    site = site.replace("listen 443 ssl;", f"listen 127.0.0.1:{port};")
+    site = site.replace("listen 80;", f"listen 127.0.0.1:{free_port()};")  # the redirect
+    (prefix / "site.conf").write_text(site)
+    # Each stream holds a client and an upstream connection; keep room for both.
+    write_nginx_conf(prefix, connections)
     args = ["-p", str(prefix), "-c", str(prefix / "nginx.conf")]
     return Process(args, dict(os.environ), layout.data_dir / "nginx.log", port, program=NGINX)

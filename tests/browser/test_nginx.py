@@ -19,11 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness import NGINX, write_nginx_conf
 from tests.browser.server import ROOT, LiveServer, free_port
 from tests.helpers import SAMPLE, self_signed_certificate
-
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
-
 
 # The test's own client of the self-signed server.
 UNVERIFIED = ssl._create_unverified_context()
@@ -46,25 +44,7 @@ def nginx_ports(slow_server: LiveServer) -> Iterator[tuple[int, int]]:
     site = site.replace("/etc/ssl/reportline/fullchain.pem", str(cert))
     site = site.replace("/etc/ssl/reportline/privkey.pem", str(key))
     (prefix / "site.conf").write_text(site)
-    user = "user root;" if os.geteuid() == 0 else ""
-    (prefix / "nginx.conf").write_text(
-        f"""{user}
-worker_processes 1;
-daemon off;
-pid {prefix}/nginx.pid;
-error_log {prefix}/error.log;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {prefix}/body;
-    proxy_temp_path {prefix}/proxy;
-    fastcgi_temp_path {prefix}/fastcgi;
-    uwsgi_temp_path {prefix}/uwsgi;
-    scgi_temp_path {prefix}/scgi;
-    include {prefix}/site.conf;
-}}
-"""
-    )
+    write_nginx_conf(prefix, connections=16)
     process = subprocess.Popen([NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf")])
     try:
         _wait_for_port(port)
