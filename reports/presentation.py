@@ -195,6 +195,8 @@ def status_context(task: Task, data: dict, *, has_text: bool = False) -> dict[st
 
 def _queued_detail(task: Task, data: dict, attempt: int) -> str:
     position = task.queue_position()
+    if position is None:  # claimed since the task was read: it is on its way
+        return "starting now"
     wait = estimated_wait_s(task.lane, position)
     line = "next in line" if position == 1 else f"{ordinal(position)} in line"
     line += f", estimated wait {duration_words(wait)}" if wait is not None else ""

@@ -55,6 +55,21 @@ def test_queued_status_says_the_place_in_line_and_the_wait(alice_client, setting
     assert status["detail"] == "2nd in line, estimated wait about 80 s"
 
 
+def test_a_task_claimed_while_its_page_is_read_says_it_is_starting(alice_client):
+    # The page read the task while it was queued; a worker claimed it before its place
+    # in line was counted. (With a finished report to estimate from, as on a busy server.)
+    done = task_of(submit(alice_client))
+    Task.objects.filter(pk=done.pk).update(
+        status=Status.SUCCEEDED,
+        claimed_at=F("created_at"),
+        finished_at=F("created_at") + timedelta(seconds=40),
+    )
+    read_queued = task_of(submit(alice_client))
+    Task.objects.filter(pk=read_queued.pk).update(status=Status.RUNNING)
+    status = presentation.status_context(read_queued, {"status": "queued"})
+    assert status["detail"] == "starting now"
+
+
 def test_a_retry_says_which_attempt_comes_and_why_it_waits(alice_client):
     task = task_of(submit(alice_client))
     data = {"status": "queued", "attempt": 1, "retry_after_s": 2, "reason": "rate_limited"}

@@ -143,8 +143,10 @@ def problems() -> Problems:
 def open_page(browser, _sessions, problems) -> Iterator[Callable[..., Page]]:
     """Return open_page(server, user="alice"): a new logged-in page in its own context."""
     contexts: list[BrowserContext] = []
+    logs_from: dict[Path, int] = {}  # each server's log, from where this test began
 
     def open_page(server: LiveServer, user: str = "alice") -> Page:
+        logs_from.setdefault(server.log_path, len(server.log()))
         key = (server.url, user)
         context = browser.new_context(
             base_url=server.url, storage_state=_sessions.get(key), accept_downloads=True
@@ -163,4 +165,7 @@ def open_page(browser, _sessions, problems) -> Iterator[Callable[..., Page]]:
     yield open_page
     for context in contexts:
         context.close()
-    assert problems.unexpected() == []
+    unexpected = problems.unexpected()
+    # A server error in the console: its traceback is in the server's log.
+    logs = [path.read_text()[start:] for path, start in logs_from.items() if path.exists()]
+    assert unexpected == [], "\n".join(logs)
