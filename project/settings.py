@@ -145,6 +145,8 @@ def _database() -> dict:
             "timeout": env_number("REPORTS_DB_POOL_TIMEOUT_S", 5, minimum=0.1),
         }
     if config["ENGINE"].endswith("sqlite3"):
+        # Django's SQLite backend, with one writer at a time per process (project/sqlite).
+        config["ENGINE"] = "project.sqlite"
         config["OPTIONS"] = {
             # The worker writes beside the web process: readers never wait for the
             # writer (WAL), writers queue for the lock up front instead of failing

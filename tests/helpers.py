@@ -196,7 +196,7 @@ def multipart(filename: str, data: bytes) -> tuple[bytes, str]:
 
 def database_url(db: dict) -> str:
     """Return a DATABASE_URL naming the database this test runs on."""
-    if db["ENGINE"].endswith("sqlite3"):
+    if db["ENGINE"] == "project.sqlite":
         return f"sqlite:///{db['NAME']}"
     password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
     return f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}"

@@ -16,7 +16,7 @@ from project.settings import DATABASES
 
 # A file, not memory, so the worker's threads share it as in production; one per test
 # process, so runs side by side do not meet.
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+if DATABASES["default"]["ENGINE"] == "project.sqlite":
     DATABASES["default"]["TEST"] = {
         "NAME": str(Path(tempfile.gettempdir()) / f"reportline-test-{os.getpid()}.sqlite3")
     }
