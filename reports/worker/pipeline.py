@@ -40,12 +40,7 @@ from reports.validation import validate_report
 from reports.worker import chunk_writes
 from reports.worker.attempt_end import AttemptRecord, Outcome, write_end
 from reports.worker.leases import Claim, LeaseLost, mark_parsing
-from reports.worker.preparation import (
-    build_request,
-    documents_to_read,
-    read_document,
-    store_prepared_text,
-)
+from reports.worker.preparation import build_request, documents_to_read, read_once
 
 log = logging.getLogger(__name__)
 
@@ -164,8 +159,7 @@ class AttemptRun:
         for document in await lanes.on_shared_db(documents_to_read)(self.task_id):
             text = document.text or read.get(document.sha256)
             if text is None:
-                text = read[document.sha256] = await lanes.in_blocking_pool(read_document)(document)
-                await lanes.on_shared_db(store_prepared_text)(document, text)
+                text = read[document.sha256] = await read_once(document)
             documents.append(SourceDocument(document.name, text))
         return documents
 

@@ -7,12 +7,14 @@ its text.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from reports import storage
+from reports import lanes, storage
 from reports.models import Attempt, AttemptStatus, Document, PreparedText, Task
 from reports.parsers import PARSER_VERSION, parser_for
 from reports.parsers.base import ParseError
@@ -67,6 +69,32 @@ def read_document(document: DocumentToRead) -> str:
         raise ParseError(f"{document.name}: {exc}") from None
     if not text.strip():
         raise ParseError(f"{document.name}: no text could be extracted from it.")
+    return text
+
+
+_reading: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> key -> parse
+
+
+async def read_once(document: DocumentToRead) -> str:
+    """Return the document's text: parsed in the blocking pool and kept for its owner, once
+    for all of this process's attempts that ask for the same owner's file meanwhile.
+
+    A burst of tasks on one file (a user trying several instructions) makes one parse,
+    not one child process each. The parse goes on when an attempt waiting for it stops.
+    """
+    loop = asyncio.get_running_loop()
+    reading = _reading.setdefault(loop, {})
+    key = (document.owner_id, document.sha256)
+    parse = reading.get(key)
+    if parse is None:
+        parse = reading[key] = asyncio.ensure_future(_read_and_keep(document))
+        parse.add_done_callback(lambda _: reading.pop(key, None))
+    return await asyncio.shield(parse)
+
+
+async def _read_and_keep(document: DocumentToRead) -> str:
+    text = await lanes.in_blocking_pool(read_document)(document)
+    await lanes.on_shared_db(store_prepared_text)(document, text)
     return text
 
 

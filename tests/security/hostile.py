@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import re
 import sys
 import time
@@ -110,6 +111,11 @@ def sleep_forever(data: bytes) -> list[str]:
     """A sandbox entry that never ends and uses no CPU: only the wall clock stops it."""
     time.sleep(3600)
     return []
+
+
+def niceness(data: bytes) -> int:
+    """A sandbox entry that answers how nice it runs."""
+    return os.nice(0)
 
 
 def write_to_stdout(data: bytes) -> list[str]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
 from reports.parsers import parser_for
 from reports.parsers.base import ParseError
-from reports.parsers.sandbox import Limits, run
+from reports.parsers.sandbox import NICENESS, Limits, run
 from tests.parsers import samples
 from tests.security import hostile
 
@@ -47,6 +48,11 @@ def test_a_child_that_allocates_without_end_is_stopped_at_its_memory_limit():
         run("tests.security.hostile.allocate_without_end", b"", limits)
     # The same limit leaves room for reading an ordinary document.
     assert run("reports.parsers.pdf.document_text", samples.text_pdf("Fine"), limits) == "Fine"
+
+
+def test_the_child_reads_at_a_lower_cpu_priority_than_the_server():
+    # So a burst of documents to read cannot take the cores from the streams.
+    assert run("tests.security.hostile.niceness", b"", GENEROUS) == os.nice(0) + NICENESS
 
 
 def test_a_child_that_dies_otherwise_is_a_plain_could_not_be_read():
