@@ -188,10 +188,11 @@ REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # Streams send many small messages: a roomier channel, a short expiry.
-            # Dropped messages are refilled from the event table, never lost.
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            # Redis publish/subscribe: a fan-out is one PUBLISH, and a web process takes the
+            # messages as Redis pushes them, not one round trip each. A message nobody
+            # listens to is dropped, as any may be: followers fill gaps from the event table.
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
         }
     }
 else:
