@@ -50,8 +50,20 @@ async def _database() -> None:
 async def _channel_layer() -> None:
     layer = get_channel_layer()
     channel = await layer.new_channel("health")
-    await layer.send(channel, {"type": "health.ping"})
-    await layer.receive(channel)
+    try:
+        await layer.send(channel, {"type": "health.ping"})
+        await layer.receive(channel)
+    finally:
+        await _let_go(layer, channel)
+
+
+async def _let_go(layer, channel: str) -> None:
+    """Make the layer forget `channel`: a receive on it that is cancelled while it waits is
+    the layer API's way (Redis publish/subscribe unsubscribes the channel then)."""
+    waiting = asyncio.ensure_future(layer.receive(channel))
+    await asyncio.sleep(0)  # the receive is waiting now
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
 
 
 async def _passes(check) -> bool:

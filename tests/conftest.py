@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 import logging
+import shutil
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
+import redis
 from asgiref.sync import async_to_sync
 from django.db import connections
 from django.test import Client
@@ -185,3 +188,42 @@ def object_store(s3_endpoint, settings, monkeypatch) -> dict[str, str]:
     )
     settings.STORAGES = {**settings.STORAGES, "reports": reports_storage()}
     return env
+
+
+@dataclass
+class PrivateRedis:
+    process: subprocess.Popen
+    port: int
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+    def subscriptions(self) -> list[bytes]:
+        """The channels some client is subscribed to, on this server."""
+        with redis.Redis(port=self.port) as client:
+            return client.pubsub_channels()
+
+
+@pytest.fixture
+def private_redis(settings) -> Iterator[PrivateRedis]:
+    """A Redis server of the test's own (never the shared one), as the channel layer."""
+    if not shutil.which("redis-server"):
+        pytest.skip("needs redis-server")
+    port = free_port()
+    process = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, timeout=10)
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}"]},
+            }
+        }
+        yield PrivateRedis(process, port)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -39,6 +39,15 @@ async def test_a_healthy_process_is_alive_and_ready_without_credentials():
     )
 
 
+async def test_readiness_checks_of_a_redis_layer_leave_nothing_subscribed(private_redis):
+    # A balancer asks every few seconds for weeks: each check's channel must go.
+    for _ in range(3):
+        health._last = None
+        status, body = await get("/readyz")
+        assert (status, body["checks"]["channel_layer"]) == (200, "ok")
+    assert await asyncio.to_thread(private_redis.subscriptions) == []
+
+
 async def test_with_the_database_down_it_is_alive_but_not_ready(monkeypatch):
     def refused():
         raise OperationalError('connection to server at "10.0.0.7", port 5432 failed')

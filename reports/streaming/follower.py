@@ -190,7 +190,11 @@ class Feed:
         self.channel = None
 
     async def _listen(self) -> None:
-        while self.channel is not None and not self.finished:
+        # It ends when the feed stops, by cancellation, even after the task's end: a
+        # receive that is cancelled is how the layer lets go of the channel (Redis
+        # publish/subscribe unsubscribes it then), and a listener that returned on its
+        # own would leave the channel subscribed for the life of the process.
+        while self.channel is not None:
             try:
                 message = await self.layer.receive(self.channel)
             except asyncio.CancelledError:
@@ -241,6 +245,7 @@ class Feed:
     async def stop(self) -> None:
         if self.listening is not None:
             self.listening.cancel()
+            await asyncio.gather(self.listening, return_exceptions=True)
         if self.channel is not None:
             with contextlib.suppress(Exception):  # an unreachable layer expires it anyway
                 await self.layer.group_discard(group_name(self.task_id), self.channel)

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-import socket
-import subprocess
-import time
 import uuid
 from collections import Counter
 
@@ -17,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from project.asgi import application
-from reports.models import Status, Task
+from reports.models import Status, Task, TaskEvent
 from reports.streaming import broadcast, follower
 from reports.worker import leases
 from tests.helpers import queries_on_shared_db, submit, task_of
@@ -283,43 +279,6 @@ async def test_idle_pages_hold_no_asyncio_task_of_their_own(alice, settings):
         await comm.disconnect()
 
 
-def listening(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@pytest.fixture
-def private_redis(settings):
-    """A Redis server of the test's own (never the shared one), as the channel layer."""
-    port = free_port()
-    server = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
-        stdout=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while not listening(port):  # wait, boundedly, until the server takes connections
-            assert server.poll() is None and time.monotonic() < deadline, "redis did not start"
-            time.sleep(0.02)
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}"]},
-            }
-        }
-        yield server
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-
-
-@pytest.mark.skipif(not shutil.which("redis-server"), reason="needs redis-server")
 async def test_an_open_page_outlives_a_redis_outage_and_keeps_streaming(
     alice, settings, private_redis
 ):
@@ -332,8 +291,7 @@ async def test_an_open_page_outlives_a_redis_outage_and_keeps_streaming(
     await broadcast.publish([live])
     assert deltas(await receive_until_seq(comm, 2)) == [(2, "before ")]
 
-    private_redis.terminate()
-    await asyncio.to_thread(private_redis.wait, 10)
+    await asyncio.to_thread(private_redis.stop)
     await persist_delta(run, "during")  # seq 3: in the table; no layer to carry it
 
     assert deltas(await receive_until_seq(comm, 3)) == [(3, "during")]
@@ -342,6 +300,38 @@ async def test_an_open_page_outlives_a_redis_outage_and_keeps_streaming(
     assert 'data-task-status="succeeded"' in "".join(final)
     assert closed == {"type": "websocket.close", "code": 1000}
     await comm.disconnect()
+
+
+async def test_a_finished_stream_leaves_no_subscription_in_redis(alice, settings, private_redis):
+    # A web process runs for weeks: what a page subscribed to must go when the page does.
+    settings.REPORTS_POLL_S = 60
+    task = await queued_task(alice)
+    run = await claim(task)  # seq 1
+    comm = communicator(task.pk, cookie=await session_cookie(alice), after=1)
+    assert (await comm.connect())[0]
+    # The feed's channel and its task's group:
+    assert len(await subscriptions_when(private_redis, lambda found: len(found) == 2)) == 2
+    await persist_success(run)  # seq 2 finalizing, seq 3 succeeded
+    # The end reaches the page through Redis only (no poll meanwhile, nothing handed over).
+    ended = await sync_to_async(list)(TaskEvent.objects.filter(task_id=task.pk, seq__gt=1))
+    message = {"type": "task.events", "events": [e.as_event().as_row() for e in ended]}
+    await follower.layer_across_processes().group_send(follower.group_name(task.pk), message)
+    await receive_until_closed(comm)
+    await comm.disconnect()  # the last page of the task: its feed stops
+    stopping = [t for t in follower.hub().tasks if t.get_coro().__qualname__ == "Feed.stop"]
+    await asyncio.gather(*stopping)
+    assert await subscriptions_when(private_redis, lambda found: not found) == []
+
+
+async def subscriptions_when(redis_server, done, attempts: int = 100) -> list[bytes]:
+    """Redis's subscriptions once `done(them)`, asked again for up to a second: a SUBSCRIBE
+    or UNSUBSCRIBE sent on one connection may reach Redis after a question on another."""
+    for _ in range(attempts):
+        found = await asyncio.to_thread(redis_server.subscriptions)
+        if done(found):
+            break
+        await asyncio.sleep(0.01)
+    return found
 
 
 async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(alice, settings):
