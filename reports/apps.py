@@ -13,13 +13,6 @@ class ReportsConfig(AppConfig):
 
         lanes.shorten_switch_interval()
 
-        from channels.layers import get_channel_layer
-
-        # The layer's backend (channels_redis and its Redis client) is imported now, not at
-        # the first page's connect, where the import held a busy process's event loop for
-        # a fifth of a second (the profile in docs/benchmarks.md). It connects on first use.
-        get_channel_layer()
-
         if settings.REPORTS_OTEL:
             try:
                 import reports.observability.otel  # noqa: F401 (fail at start-up, not at the first span)
