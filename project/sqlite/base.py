@@ -5,7 +5,7 @@ its busy handler sleeps and retries with growing pauses (1, 2, 5, 10 … 100 ms)
 soon the first one commits. In the embedded layout the web requests, the worker's own lane
 and the shared database thread all write to the same file from threads of one process, so
 a chunk write that arrived during a 3 ms claim slept tens of milliseconds — the largest
-gaps of the fan-out benchmark (docs/benchmarks.md, "the write path").
+gaps of the fan-out benchmark (docs/benchmarks.md, "Isolation, closed").
 
 Here the connections of a process take a lock before they write — at `BEGIN IMMEDIATE`
 for a transaction (released at its commit or rollback), around the statement for a write
