@@ -74,7 +74,8 @@ def check_archive(data: bytes) -> None:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entries = archive.infolist()
-    except (zipfile.BadZipFile, ValueError, EOFError):
+    except (zipfile.BadZipFile, ValueError, EOFError, NotImplementedError):
+        # NotImplementedError: an entry claims a zip version Python cannot read.
         raise InvalidContent(DAMAGED) from None
     names = {entry.filename for entry in entries}
     if not all(name in names for name in REQUIRED_ENTRIES):
