@@ -255,6 +255,17 @@ def totals(checks: list[dict]) -> dict:
     }
 
 
+def add_lossless(results: Results, label: str, figures: dict) -> None:
+    """Add the row saying whether every stream finished with exactly its text."""
+    results.add(
+        f"{label} lossless (finished/gaps/dups/reorder)",
+        figures["finished"],
+        f"/{figures['streams']}",
+        target="all, 0/0/0",
+        met=lossless(figures),
+    )
+
+
 def lossless(figures: dict) -> bool:
     return (
         figures["finished"] == figures["streams"]
@@ -295,13 +306,7 @@ def run_steps(streams: int, servers: list[str], steps: list[tuple[int, int]], na
                 "ms",
                 baseline=against.get("lag_p99_ms"),
             )
-            results.add(
-                f"{label} S={streams} lossless (finished/gaps/dups/reorder)",
-                app["finished"],
-                f"/{streams}",
-                target="all, 0/0/0",
-                met=lossless(app),
-            )
+            add_lossless(results, f"{label} S={streams}", app)
             results.add(
                 f"{label} S={streams} CPU share of 2 cores",
                 app["cpu_share"] * 100,
@@ -362,13 +367,7 @@ def main() -> None:
                 met=app["lag_p99_ms"] is not None
                 and app["lag_p99_ms"] <= LAG_P99_TARGET_MS[layout_name],
             )
-            results.add(
-                f"{label} S={s} lossless (finished/gaps/dups/reorder)",
-                app["finished"],
-                f"/{s}",
-                target="all, 0/0/0",
-                met=lossless(app),
-            )
+            add_lossless(results, f"{label} S={s}", app)
             results.add(
                 f"{label} S={s} CPU share of 2 cores", app["cpu_share"] * 100, "%", baseline=None
             )

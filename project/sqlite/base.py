@@ -50,6 +50,16 @@ class DatabaseWrapper(base.DatabaseWrapper):
             and not query.lstrip()[:7].upper().startswith(_READ_ONLY)
         )
 
+    def locking_alone(self, query: str, call, *args):
+        """Return call(*args), holding the write lock around it when `query` writes alone."""
+        if not self.writes_alone(query):
+            return call(*args)
+        self.take_write_lock()
+        try:
+            return call(*args)
+        finally:
+            self.release_write_lock()
+
     def _start_transaction_under_autocommit(self) -> None:
         self.take_write_lock()
         try:
@@ -85,21 +95,9 @@ def _cursor_factory(wrapper: DatabaseWrapper) -> type[base.SQLiteCursorWrapper]:
         """A write outside a transaction holds the lock for its one statement."""
 
         def execute(self, query, params=None):
-            if not wrapper.writes_alone(query):
-                return super().execute(query, params)
-            wrapper.take_write_lock()
-            try:
-                return super().execute(query, params)
-            finally:
-                wrapper.release_write_lock()
+            return wrapper.locking_alone(query, super().execute, query, params)
 
         def executemany(self, query, param_list):
-            if not wrapper.writes_alone(query):
-                return super().executemany(query, param_list)
-            wrapper.take_write_lock()
-            try:
-                return super().executemany(query, param_list)
-            finally:
-                wrapper.release_write_lock()
+            return wrapper.locking_alone(query, super().executemany, query, param_list)
 
     return Cursor
