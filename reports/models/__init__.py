@@ -1,7 +1,17 @@
 """The models of a task's life, re-exported so that every caller imports from here."""
 
 from reports.models.accounts import ApiToken, Budget
-from reports.models.states import (
+from reports.models.tasks import (
+    Attempt,
+    Document,
+    Event,
+    PreparedText,
+    Task,
+    TaskEvent,
+    TaskQuerySet,
+    db_now_plus,
+)
+from reports.states import (
     ADMIN_RESOLUTIONS,
     CLAIM_ORDER,
     LEASED,
@@ -16,16 +26,6 @@ from reports.models.states import (
     Lane,
     Stage,
     Status,
-)
-from reports.models.tasks import (
-    Attempt,
-    Document,
-    Event,
-    PreparedText,
-    Task,
-    TaskEvent,
-    TaskQuerySet,
-    db_now_plus,
 )
 
 __all__ = [

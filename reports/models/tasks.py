@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import connections, models, transaction
@@ -15,7 +13,8 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Length, Now
 from django.db.models.sql import UpdateQuery
 
-from reports.models.states import (
+from reports.events import Event
+from reports.states import (
     ADMIN_RESOLUTIONS,
     LEASED,
     TERMINAL,
@@ -32,18 +31,6 @@ from reports.models.states import (
 def db_now_plus(seconds: float):
     """Return a database expression for 'now + seconds', on the database's clock."""
     return Now() + timedelta(seconds=seconds)
-
-
-@dataclass(frozen=True)
-class Event:
-    task_id: uuid.UUID
-    seq: int
-    type: str
-    data: dict[str, Any]
-
-    def as_row(self) -> list:
-        """Return [seq, type, data]: how a channel-layer message carries this event."""
-        return [self.seq, self.type, self.data]
 
 
 class TaskQuerySet(models.QuerySet):
