@@ -66,16 +66,21 @@ def status(to: str) -> Draft:
     return Draft(STATUS, {"status": str(to)})
 
 
-def requeued(*, retry_after_s: float | None = None, reason: str = "") -> Draft:
+def requeued(
+    *, retry_after_s: float | None = None, reason: str = "", resolved_by: str = ""
+) -> Draft:
     """A task went back to the queue for another attempt.
 
     `reason` is the error type that made the attempt retryable, with the provider's
-    requested wait; an attempt whose worker was lost is requeued with neither.
+    requested wait; an attempt whose worker was lost is requeued with neither, and an
+    administrator's resolution names who resolved it.
     """
     data: dict[str, Any] = {"status": str(Status.QUEUED)}
     if reason or retry_after_s is not None:
         data["retry_after_s"] = retry_after_s
         data["reason"] = str(reason)
+    if resolved_by:
+        data["resolved_by"] = resolved_by
     return Draft(STATUS, data)
 
 
@@ -93,12 +98,13 @@ def succeeded(result_id) -> Draft:
     return Draft(str(Status.SUCCEEDED), {"result_id": str(result_id)})
 
 
-def failed(error_type: str, message: str, *, partial: bool) -> Draft:
-    """The task failed; `message` is the user's wording, `partial` whether text arrived."""
-    return Draft(
-        str(Status.FAILED),
-        {"error_type": str(error_type), "partial": partial, "message": message},
-    )
+def failed(error_type: str, message: str, *, partial: bool, resolved_by: str = "") -> Draft:
+    """The task failed; `message` is the user's wording, `partial` whether text arrived;
+    `resolved_by` names the administrator who marked it failed."""
+    data = {"error_type": str(error_type), "partial": partial, "message": message}
+    if resolved_by:
+        data["resolved_by"] = resolved_by
+    return Draft(str(Status.FAILED), data)
 
 
 def cancelled(*, partial: bool) -> Draft:

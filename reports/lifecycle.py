@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models.functions import Coalesce, Now
 
-from reports import budgets, wakeups
-from reports.models import LEASED, TERMINAL, Attempt, Event, Status, Task
+from reports import budgets, events, wakeups
+from reports.events import Draft, Event
+from reports.models import LEASED, TERMINAL, Attempt, Status, Task
 from reports.observability.task_logs import log_task_ended
 from reports.streaming import broadcast
 
@@ -38,8 +39,7 @@ class AttemptEnd:
 def end_task(
     task_id,
     frm: str,
-    to: str,
-    data: dict,
+    event: Draft,
     *,
     expect_epoch: int | None = None,
     attempt: AttemptEnd | None = None,
@@ -47,9 +47,10 @@ def end_task(
     unknown_cost: int | None = None,
     **task_fields,
 ) -> Event | None:
-    """Move a task from `frm` to the terminal status `to`; return its terminal event.
+    """Move a task from `frm` to the terminal status its `event` names (built by
+    `reports.events`); return that event, written.
 
-    `data` is the terminal event's data; `attempt`, the attempt that ends with the task.
+    `attempt` is the attempt that ends with the task.
     Money: the reservation is settled from the attempts' costs (held for an admin when
     one is unknown); `unknown_cost` instead settles a task that was waiting for an
     admin, charging that much for the unknown part. `resolution` marks an
@@ -57,54 +58,50 @@ def end_task(
     nothing, when the task was no longer in `frm` (or, with `expect_epoch`, no longer
     held at that epoch): someone else moved it first.
     """
-    if to not in TERMINAL:
-        raise ValueError(f"{to} is not a terminal status")
+    if event.type not in TERMINAL:
+        raise ValueError(f"{event.type} is not a terminal status")
     with transaction.atomic():
-        event = _move(task_id, frm, to, (to, data), expect_epoch, attempt, resolution, task_fields)
-        if event is None:
+        written = _move(
+            task_id, frm, event.type, event, expect_epoch, attempt, resolution, task_fields
+        )
+        if written is None:
             return None
         if unknown_cost is None:
             budgets.settle_task(task_id)
         else:
             budgets.settle_pending(task_id, unknown_cost)
-    _announce(event, attempt)
+    _announce(written, attempt)
     log_task_ended(task_id)
-    return event
+    return written
 
 
 def requeue_task(
     task_id,
     frm: str,
-    data: dict,
+    event: Draft,
     *,
     expect_epoch: int | None = None,
     attempt: AttemptEnd | None = None,
     resolution: bool = False,
     **task_fields,
 ) -> Event | None:
-    """Put a task back in the queue for another attempt; return its `status` event.
+    """Put a task back in the queue for another attempt; return its `status` event
+    (`event`, built by `reports.events.requeued`), written.
 
     The reservation stays held for the next attempt (an administrator's requeue puts
     a reservation held for reconciliation back to work). None when someone else moved
     the task first.
     """
     with transaction.atomic():
-        event = _move(
-            task_id,
-            frm,
-            Status.QUEUED,
-            ("status", {"status": Status.QUEUED, **data}),
-            expect_epoch,
-            attempt,
-            resolution,
-            task_fields,
+        written = _move(
+            task_id, frm, Status.QUEUED, event, expect_epoch, attempt, resolution, task_fields
         )
-        if event is None:
+        if written is None:
             return None
         if resolution:
             budgets.hold_again(task_id)
-    _announce(event, attempt)
-    return event
+    _announce(written, attempt)
+    return written
 
 
 def cancel_task(task: Task) -> bool:
@@ -120,7 +117,7 @@ def cancel_task(task: Task) -> bool:
         if task.status == Status.CANCELLED:
             return True
         if task.status == Status.QUEUED:
-            if end_task(task.pk, Status.QUEUED, Status.CANCELLED, {"partial": False}):
+            if end_task(task.pk, Status.QUEUED, events.cancelled(partial=False)):
                 return True
         elif task.status in LEASED:
             asked = Task.objects.filter(pk=task.pk, status__in=LEASED).update(

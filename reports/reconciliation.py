@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from reports import lifecycle
+from reports import events, lifecycle
 from reports.models import ADMIN_RESOLUTIONS, Attempt, ErrorType, Event, Status, Task, TaskEvent
 
 FAILED_MESSAGE = "Resolved by an administrator: the provider call is taken as failed."
@@ -69,7 +69,7 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
         return lifecycle.requeue_task(
             task.pk,
             Status.RECONCILIATION_REQUIRED,
-            {"resolved_by": resolved_by},
+            events.requeued(resolved_by=resolved_by),
             resolution=True,
             error_type="",
             error_message="",
@@ -80,13 +80,12 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
     return lifecycle.end_task(
         task.pk,
         Status.RECONCILIATION_REQUIRED,
-        Status.FAILED,
-        {
-            "error_type": error_type,
-            "partial": _last_attempt_has_text(task),
-            "message": FAILED_MESSAGE,
-            "resolved_by": resolved_by,
-        },
+        events.failed(
+            error_type,
+            FAILED_MESSAGE,
+            partial=_last_attempt_has_text(task),
+            resolved_by=resolved_by,
+        ),
         resolution=True,
         unknown_cost=unknown_cost,
         error_type=error_type,

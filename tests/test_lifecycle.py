@@ -9,7 +9,7 @@ import datetime as dt
 import pytest
 from django.db.models import Sum
 
-from reports import lifecycle
+from reports import events, lifecycle
 from reports.models import Budget, CostStatus, Status, Task, TaskEvent
 from reports.reconciliation import resolve_reconciliation
 from reports.worker.leases import claim_next_task, reap_expired_leases
@@ -96,7 +96,7 @@ def test_an_end_that_lost_the_race_writes_nothing(make_task, logged):
     logged.truncate(0)
     logged.seek(0)
 
-    again = lifecycle.end_task(task.pk, Status.QUEUED, Status.CANCELLED, {"partial": False})
+    again = lifecycle.end_task(task.pk, Status.QUEUED, events.cancelled(partial=False))
 
     assert again is None
     assert TaskEvent.objects.filter(task=task, type=Status.CANCELLED).count() == 1

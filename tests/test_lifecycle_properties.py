@@ -12,7 +12,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
-from reports import lifecycle
+from reports import events, lifecycle
 from reports.clock import FakeClock
 from reports.models import TERMINAL, TRANSITIONS, Attempt, Budget, Task, TaskEvent
 from reports.worker import leases
@@ -76,9 +76,7 @@ class TaskLifecycle(RuleBasedStateMachine):
     def stream(self, task, stale, text):
         claim = self._claim_of(task, stale)
         if claim is not None:
-            Task.objects.append_event(
-                task, claim.epoch, "delta", {"text": text, "attempt": claim.number}
-            )
+            Task.objects.append_event(task, claim.epoch, events.delta(text))
 
     @rule(task=tasks)
     def worker_dies(self, task):

@@ -13,7 +13,8 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Length, Now
 from django.db.models.sql import UpdateQuery
 
-from reports.events import Event
+from reports import events
+from reports.events import Draft, Event
 from reports.states import (
     ADMIN_RESOLUTIONS,
     LEASED,
@@ -94,7 +95,7 @@ class TaskQuerySet(models.QuerySet):
         to: str,
         *,
         expect_epoch: int | None = None,
-        event: tuple[str, dict] | None = None,
+        event: Draft | None = None,
         resolution: bool = False,
         **fields,
     ) -> Event | None:
@@ -117,7 +118,7 @@ class TaskQuerySet(models.QuerySet):
         if to not in allowed:
             raise IllegalTransition(f"{frm} → {to}")
         if event is None:
-            event = (to, {}) if to in TERMINAL else ("status", {"status": to})
+            event = events.ended(to) if to in TERMINAL else events.status(to)
         condition = Q(pk=task_id, status=frm)
         if expect_epoch is not None:
             condition &= Q(epoch=expect_epoch)
@@ -129,19 +130,19 @@ class TaskQuerySet(models.QuerySet):
             changed = self.filter(condition).update(status=to, last_seq=F("last_seq") + 1, **fields)
             if changed != 1:
                 return None
-            return _write_event(task_id, *event)
+            return _write_event(task_id, event)
 
-    def append_event(self, task_id, epoch: int, event_type: str, data: dict, **fields):
+    def append_event(self, task_id, epoch: int, event: Draft, **fields):
         """Append an event for a leased task held at `epoch`, renewing its lease.
 
         Return (event, cancel_requested) or None when the lease was lost.
         """
-        return self.append_events([(task_id, epoch, event_type, data)], **fields)[0]
+        return self.append_events([(task_id, epoch, event)], **fields)[0]
 
     def append_events(self, appends, **fields) -> list[tuple[Event, bool] | None]:
         """`append_event` for many tasks (each at most once), fenced per task.
 
-        `appends` holds (task_id, epoch, event_type, data). One conditional UPDATE
+        `appends` holds (task_id, epoch, draft). One conditional UPDATE
         renews every lease still held and takes each task's next seq, and the events of
         the tasks it updated are inserted. Return, per append, (event, cancel_requested),
         or None when that task's lease was lost: its event is not written.
@@ -157,20 +158,20 @@ class TaskQuerySet(models.QuerySet):
         else:
             rows = _append_in_three_statements(renew, changes, appends)
         results: list[tuple[Event, bool] | None] = []
-        for task_id, _, event_type, data in appends:
+        for task_id, _, draft in appends:
             row = rows.get(str(task_id))
             if row is None:
                 results.append(None)
                 continue
             last_seq, attempt_count, cancel_requested_at = row
-            event = Event(task_id, last_seq, event_type, {"attempt": attempt_count, **data})
+            event = Event(task_id, last_seq, draft.type, _stamped(draft, attempt_count))
             results.append((event, cancel_requested_at is not None))
         return results
 
 
 def _held(appends) -> Q:
     held = Q(pk__in=[])
-    for task_id, epoch, _, _ in appends:
+    for task_id, epoch, _ in appends:
         held |= Q(pk=task_id, epoch=epoch)
     return held
 
@@ -178,7 +179,7 @@ def _held(appends) -> Q:
 def _append_in_three_statements(renew: TaskQuerySet, changes: dict, appends) -> dict:
     """Update, read back, insert: a row not updated cannot have come back to its epoch
     (epochs only grow), so one read back at its epoch, still leased, was renewed here."""
-    epochs = {str(task_id): epoch for task_id, epoch, _, _ in appends}
+    epochs = {str(task_id): epoch for task_id, epoch, _ in appends}
     with transaction.atomic(using=renew.db):
         renew.update(**changes)
         rows = {}
@@ -191,10 +192,10 @@ def _append_in_three_statements(renew: TaskQuerySet, changes: dict, appends) -> 
             TaskEvent(
                 task_id=task_id,
                 seq=rows[str(task_id)][0],
-                type=event_type,
-                data={"attempt": rows[str(task_id)][1], **data},
+                type=draft.type,
+                data=_stamped(draft, rows[str(task_id)][1]),
             )
-            for task_id, _, event_type, data in appends
+            for task_id, _, draft in appends
             if str(task_id) in rows
         )
     return rows
@@ -209,8 +210,8 @@ def _append_in_one_statement(renew: TaskQuerySet, changes: dict, appends) -> dic
     table = Task._meta.db_table
     events = ", ".join(["(%s::uuid, %s, %s::jsonb)"] * len(appends))
     event_params = []
-    for task_id, _, event_type, data in appends:
-        event_params += [str(task_id), event_type, json.dumps(data)]
+    for task_id, _, draft in appends:
+        event_params += [str(task_id), draft.type, json.dumps(draft.data)]
     sql = f"""
         WITH renewed AS (
             {update_sql}
@@ -233,14 +234,19 @@ def _append_in_one_statement(renew: TaskQuerySet, changes: dict, appends) -> dic
 _EVENT_FIELDS = ("last_seq", "attempt_count")
 
 
-def _write_event(task_id, event_type: str, data: dict, task: dict | None = None) -> Event:
+def _stamped(draft: Draft, attempt: int) -> dict:
+    """Return the draft's data as stored: stamped with the attempt it belongs to (the
+    task's attempt count when it commits; the one place the number is written)."""
+    return {"attempt": attempt, **draft.data}
+
+
+def _write_event(task_id, draft: Draft) -> Event:
     """Insert the event numbered by the task's (just bumped) last_seq, in the caller's
-    transaction; `task` is its row's _EVENT_FIELDS when the caller already read them."""
-    if task is None:
-        task = Task.objects.filter(pk=task_id).values(*_EVENT_FIELDS).get()
-    data = {"attempt": task["attempt_count"], **data}
-    TaskEvent.objects.create(task_id=task_id, seq=task["last_seq"], type=event_type, data=data)
-    return Event(task_id, task["last_seq"], event_type, data)
+    transaction."""
+    task = Task.objects.filter(pk=task_id).values(*_EVENT_FIELDS).get()
+    data = _stamped(draft, task["attempt_count"])
+    TaskEvent.objects.create(task_id=task_id, seq=task["last_seq"], type=draft.type, data=data)
+    return Event(task_id, task["last_seq"], draft.type, data)
 
 
 class Task(models.Model):

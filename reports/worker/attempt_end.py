@@ -15,7 +15,7 @@ from functools import partial
 
 from django.conf import settings
 
-from reports import budgets, lifecycle, presentation
+from reports import budgets, events, lifecycle, presentation
 from reports.models import PROVIDER_FAILURES, AttemptStatus, Event, Status, db_now_plus
 from reports.observability import tracing
 from reports.observability.logs import log_event
@@ -70,21 +70,6 @@ class AttemptRecord:
     prompt_chars: int = 0  # the length of the prompt sent, once one was
 
 
-def end_data(outcome: Outcome, partial: bool, task_fields: dict) -> dict:
-    """Return the data of the terminal event an attempt's end writes."""
-    if outcome.status == Status.SUCCEEDED:
-        return {"result_id": str(task_fields["result_id"])}
-    if outcome.status == Status.CANCELLED:
-        return {"partial": partial}
-    if outcome.status == Status.FAILED:
-        return {
-            "error_type": outcome.error_type,
-            "partial": partial,
-            "message": outcome.user_message,
-        }
-    return {"partial": partial, "message": outcome.user_message}
-
-
 def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event | None:
     """Write the attempt's end, the task's new status and event, and the money, in one
     transaction fenced by the attempt's epoch; return None when the lease is gone.
@@ -118,7 +103,7 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
         return lifecycle.requeue_task(
             record.task_id,
             record.task_status,
-            {"retry_after_s": outcome.retry_after_s, "reason": outcome.error_type},
+            events.requeued(retry_after_s=outcome.retry_after_s, reason=outcome.error_type),
             expect_epoch=record.epoch,
             attempt=attempt,
             not_before=db_now_plus(outcome.retry_after_s or 0),
@@ -130,8 +115,13 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
     return lifecycle.end_task(
         record.task_id,
         record.task_status,
-        outcome.status,
-        end_data(outcome, bool(record.text), task_fields),
+        events.ended(
+            outcome.status,
+            error_type=outcome.error_type,
+            message=outcome.user_message,
+            partial=bool(record.text),
+            result_id=task_fields.get("result_id"),
+        ),
         expect_epoch=record.epoch,
         attempt=attempt,
         **task_fields,

@@ -18,20 +18,19 @@ import asyncio
 import weakref
 
 from reports import lanes
-from reports.models import Event, Task
+from reports.events import Draft, Event
+from reports.models import Task
 
 _writers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-async def append_event(
-    task_id, epoch: int, event_type: str, data: dict, **fields
-) -> tuple[Event, bool] | None:
+async def append_event(task_id, epoch: int, event: Draft, **fields) -> tuple[Event, bool] | None:
     """`Task.objects.append_event`, committed together with the chunks ready beside it."""
     loop = asyncio.get_running_loop()
     writer = _writers.get(loop)
     if writer is None:
         writer = _writers[loop] = _Writer()
-    return await writer.append((task_id, epoch, event_type, data), fields)
+    return await writer.append((task_id, epoch, event), fields)
 
 
 class _Writer:

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Coalesce, Now
 
-from reports import lifecycle
+from reports import events, lifecycle
 from reports.models import (
     CLAIM_ORDER,
     LEASED,
@@ -99,7 +99,7 @@ def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
             Status.QUEUED,
             Status.RUNNING,
             expect_epoch=task.epoch,
-            event=("status", {"status": Status.RUNNING, "attempt": number}),
+            event=events.status(Status.RUNNING),
             attempt_count=number,
             worker_id=worker_id,
             lease_expires_at=db_now_plus(settings.REPORTS_LEASE_S),
@@ -225,7 +225,7 @@ def _reap(task: Task) -> list[Event]:
         event = lifecycle.requeue_task(
             task.pk,
             task.status,
-            {},
+            events.requeued(),
             expect_epoch=task.epoch,
             attempt=attempt,
             error_type="",
@@ -235,8 +235,7 @@ def _reap(task: Task) -> list[Event]:
         event = lifecycle.end_task(
             task.pk,
             task.status,
-            to,
-            {"error_type": ErrorType.WORKER_LOST, "partial": bool(text), "message": lost},
+            events.ended(to, error_type=ErrorType.WORKER_LOST, message=lost, partial=bool(text)),
             expect_epoch=task.epoch,
             attempt=attempt,
             error_type=ErrorType.WORKER_LOST,
@@ -269,8 +268,7 @@ def _fail_poison(task: Task, attempt_id) -> list[Event]:
     event = lifecycle.end_task(
         task.pk,
         task.status,
-        Status.FAILED,
-        {"error_type": ErrorType.INVALID_INPUT, "partial": False, "message": POISON},
+        events.failed(ErrorType.INVALID_INPUT, POISON, partial=False),
         expect_epoch=task.epoch,
         attempt=attempt,
         error_type=ErrorType.INVALID_INPUT,

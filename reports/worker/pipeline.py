@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db.models.functions import Coalesce, Now
 
-from reports import budgets, lanes, rendering, storage, wakeups
+from reports import budgets, events, lanes, rendering, storage, wakeups
 from reports.clock import Clock
 from reports.models import ErrorType, Event, Stage, Status, Task
 from reports.observability import tracing
@@ -350,8 +350,7 @@ class AttemptRun:
         written = await chunk_writes.append_event(
             self.task_id,
             self.claim.epoch,
-            "delta",
-            {"text": chunk, "attempt": self.claim.number},
+            events.delta(chunk),
             first_text_at=Coalesce("first_text_at", Now()),
         )
         if written is None:

@@ -13,6 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from project.asgi import application
+from reports import events
 from reports.models import Status, Task, TaskEvent
 from reports.streaming import broadcast, follower
 from reports.worker import leases
@@ -50,9 +51,7 @@ def claim(task: Task) -> leases.Claim:
 @sync_to_async
 def persist_delta(claim: leases.Claim, text: str):
     """Write a delta event the way the worker does, without fanning it out."""
-    event, _ = Task.objects.append_event(
-        claim.task_id, claim.epoch, "delta", {"text": text, "attempt": claim.number}
-    )
+    event, _ = Task.objects.append_event(claim.task_id, claim.epoch, events.delta(text))
     return event
 
 
@@ -66,7 +65,7 @@ def persist_success(claim: leases.Claim):
         Status.FINALIZING,
         Status.SUCCEEDED,
         expect_epoch=claim.epoch,
-        event=("succeeded", {"result_id": str(uuid.uuid4())}),
+        event=events.succeeded(uuid.uuid4()),
         report_html="<h1>Done</h1>",
     )
 

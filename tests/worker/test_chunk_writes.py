@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async as db
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from reports import events
 from reports.models import Task, TaskEvent, TaskQuerySet
 from reports.worker import chunk_writes
 from reports.worker.leases import claim_next_task
@@ -35,7 +36,7 @@ async def running(make_task, count: int):
 
 
 def delta(claim, text: str):
-    return chunk_writes.append_event(claim.task_id, claim.epoch, "delta", {"text": text})
+    return chunk_writes.append_event(claim.task_id, claim.epoch, events.delta(text))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -85,7 +86,7 @@ async def test_a_cancel_request_is_reported_with_the_chunk(make_task):
 def test_a_batch_is_one_statement_on_postgresql_and_three_on_sqlite(make_task):
     make_task(), make_task()
     claims = [claim_next_task("w"), claim_next_task("w")]
-    appends = [(c.task_id, c.epoch, "delta", {"text": f"chunk {n}"}) for n, c in enumerate(claims)]
+    appends = [(c.task_id, c.epoch, events.delta(f"chunk {n}")) for n, c in enumerate(claims)]
     with CaptureQueriesContext(connection) as queries:
         results = Task.objects.append_events(appends)
     statements = [q["sql"] for q in queries if not q["sql"].startswith(("BEGIN", "COMMIT"))]

@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 from asgiref.sync import sync_to_async
 
-from reports import lifecycle, storage, wakeups
+from reports import events, lifecycle, storage, wakeups
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.providers.base import Completed, Heartbeat, TextDelta
 from reports.streaming import broadcast
@@ -148,7 +148,7 @@ def test_renewing_a_lost_lease_raises_lease_lost(make_task):
     Task.objects.filter(pk=claim.task_id).update(epoch=claim.epoch + 1)
     with pytest.raises(leases.LeaseLost):
         leases.renew_lease(claim.task_id, claim.epoch)
-    assert Task.objects.append_event(claim.task_id, claim.epoch, "delta", {"text": "x"}) is None
+    assert Task.objects.append_event(claim.task_id, claim.epoch, events.delta("x")) is None
 
 
 @pytest.mark.django_db
@@ -193,7 +193,7 @@ def test_restart_mid_task_reruns_and_the_report_is_the_new_attempts_text_alone(
 ):
     task = make_task()
     claim = claim_next_task("dead-worker")
-    Task.objects.append_event(task.pk, claim.epoch, "delta", {"text": "# Half a rep", "attempt": 1})
+    Task.objects.append_event(task.pk, claim.epoch, events.delta("# Half a rep"))
     expire_lease(task)  # the process died; nothing renews the lease
     reap_expired_leases()
     run_all(scripted_worker(whole_report))
