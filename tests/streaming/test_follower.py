@@ -8,6 +8,7 @@ import asyncio
 import pytest
 from asgiref.sync import sync_to_async as db
 
+from reports import events
 from reports.models import Task
 from reports.streaming import broadcast, follower
 from reports.streaming.follower import IDLE_BACKOFF, hub, subscribe
@@ -65,7 +66,7 @@ async def test_one_query_reads_every_idle_task_and_each_follower_gets_its_events
     reads.clear()
 
     for claim in claims:
-        await db(Task.objects.append_event)(claim.task_id, claim.epoch, "delta", {"text": "x"})
+        await db(Task.objects.append_event)(claim.task_id, claim.epoch, events.delta("x"))
     await until(lambda: all(s.pending for s in followers))
 
     assert all([e.seq for e in s.take()] == [2] for s in followers)
@@ -82,9 +83,7 @@ async def test_idle_feeds_poll_less_and_less_often_and_an_event_resets_them(make
     subscription = await subscribe(task.pk, 1)
     await until(lambda: hub().wait_s == 0.01 * IDLE_BACKOFF)
 
-    event, _ = await db(Task.objects.append_event)(
-        claim.task_id, claim.epoch, "delta", {"text": "x"}
-    )
+    event, _ = await db(Task.objects.append_event)(claim.task_id, claim.epoch, events.delta("x"))
     await broadcast.publish([event])
     await until(lambda: subscription.pending)
 

@@ -287,13 +287,13 @@ async def test_a_live_stream_fills_a_dropped_message_from_the_table_without_gap_
 
     hello = await append(running, "Hello ")
     await broadcast.publish([hello])
-    assert await stream.next() == SSE(2, events.delta("Hello "))
+    assert await stream.next() == SSE(2, "delta", {"text": "Hello ", "attempt": 1})
 
     await append(running, "brave ")  # committed, but its layer message is lost
     world = await append(running, "world")
     await broadcast.publish([world])
-    assert await stream.next() == SSE(3, events.delta("brave "))
-    assert await stream.next() == SSE(4, events.delta("world"))
+    assert await stream.next() == SSE(3, "delta", {"text": "brave ", "attempt": 1})
+    assert await stream.next() == SSE(4, "delta", {"text": "world", "attempt": 1})
 
     await broadcast.publish([hello, world])  # late duplicates of what was sent
     terminal = await fail(running)
@@ -315,7 +315,7 @@ async def test_a_live_stream_follows_a_writer_whose_messages_never_arrive(
 
     for i, text in enumerate(["one ", "two ", "three"], start=2):
         await append(running, text)
-        assert await stream.next() == SSE(i, events.delta(text))
+        assert await stream.next() == SSE(i, "delta", {"text": text, "attempt": 1})
     await fail(running)
 
     rest = await stream.rest()
@@ -353,10 +353,10 @@ async def test_a_stream_resumed_on_a_running_task_continues_live(alice_async, ma
     await append(running, "missed ")
     stream = await follow(alice_async, task.pk, "", **{"Last-Event-ID": "2"})
 
-    assert await stream.next() == SSE(3, events.delta("missed "))
+    assert await stream.next() == SSE(3, "delta", {"text": "missed ", "attempt": 1})
     later = await append(running, "later")
     await broadcast.publish([later])
-    assert await stream.next() == SSE(4, events.delta("later"))
+    assert await stream.next() == SSE(4, "delta", {"text": "later", "attempt": 1})
     await broadcast.publish([await fail(running)])
     assert [e.event for e in await stream.rest()] == ["failed"]
 
@@ -377,7 +377,7 @@ async def test_an_idle_stream_sends_keep_alive_comments_never_events(
     assert "event:" not in raw and "id:" not in raw
 
     await append(running, "after the pause")
-    assert await stream.next() == SSE(2, events.delta("after the pause"))
+    assert await stream.next() == SSE(2, "delta", {"text": "after the pause", "attempt": 1})
     await stream.close()
 
 
@@ -404,7 +404,7 @@ async def test_with_the_channel_layer_down_the_stream_still_delivers_every_event
     stream = await follow(alice_async, task.pk)
     assert (await stream.next()).id == 1
     await append(running, "Hello")  # by a worker elsewhere: only the table can tell
-    assert await stream.next() == SSE(2, events.delta("Hello"))
+    assert await stream.next() == SSE(2, "delta", {"text": "Hello", "attempt": 1})
     await fail(running)
     assert [(e.id, e.event) for e in await stream.rest()] == [(3, "failed")]
 
@@ -488,7 +488,7 @@ async def test_open_streams_take_no_database_connection_each(alice_async, make_t
     await append(running, "to all")
     go.set()
     delivered = await asyncio.wait_for(asyncio.gather(*requests), WAIT_S)
-    assert delivered == [SSE(2, events.delta("to all"))] * len(requests)
+    assert delivered == [SSE(2, "delta", {"text": "to all", "attempt": 1})] * len(requests)
 
 
 async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(
