@@ -72,7 +72,7 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
             events.requeued(resolved_by=resolved_by),
             resolution=True,
             error_type="",
-            error_message="",
+            user_message="",
             not_before=None,
             finished_at=None,
         )
@@ -89,7 +89,7 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
         resolution=True,
         unknown_cost=unknown_cost,
         error_type=error_type,
-        error_message=FAILED_MESSAGE,
+        user_message=FAILED_MESSAGE,
     )
 
 

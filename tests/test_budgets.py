@@ -419,7 +419,7 @@ def test_expanding_documents_in_parallel_never_cost_more_than_the_budget(
     assert {(t.error_type, t.cost_status, t.cost_micros) for t in refused} == {
         ("budget_exhausted", "released", 0)
     }
-    assert "cannot cover this report" in refused[0].error_message
+    assert "cannot cover this report" in refused[0].user_message
     # ...those refused never reached the provider, and the money that went out was reserved:
     assert len(server.requests) == len(succeeded)
     assert all(t.cost_micros > 50_000 for t in succeeded)  # real usage, about $0.09 each

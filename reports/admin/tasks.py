@@ -123,7 +123,7 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     fieldsets = (
         (
             "Outcome",
-            {"fields": ("id", "owner", "status", "error_type", "error_message", "report_link")},
+            {"fields": ("id", "owner", "status", "error_type", "user_message", "report_link")},
         ),
         ("Timings", {"fields": ("waterfall", "timings")}),
         (

@@ -278,7 +278,9 @@ class Task(models.Model):
     last_seq = models.PositiveBigIntegerField(default=0)
 
     error_type = models.CharField(max_length=32, choices=ErrorType.choices, blank=True)
-    error_message = models.TextField(blank=True)
+    # Why the task failed, in the user's words (presentation.user_message); the
+    # provider's own words stay on the attempt (`Attempt.error_message`), for staff.
+    user_message = models.TextField(blank=True)
     result_id = models.UUIDField(null=True, blank=True, unique=True)
     result_sha256 = models.CharField(max_length=64, blank=True)
     result_bytes = models.PositiveIntegerField(null=True, blank=True)

@@ -111,7 +111,7 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
         )
     task_fields.setdefault("error_type", outcome.error_type)
     # The provider's own words stay on the attempt, for staff (reports.presentation).
-    task_fields.setdefault("error_message", outcome.user_message)
+    task_fields.setdefault("user_message", outcome.user_message)
     return lifecycle.end_task(
         record.task_id,
         record.task_status,
