@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db.models import DurationField, ExpressionWrapper, F, Sum
 from django.db.models.functions import Now
 
-from reports.budgets import MICROS
+from reports import budgets
 from reports.models import (
     PROVIDER_FAILURES,
     TERMINAL,
@@ -390,14 +390,6 @@ def any_active(rows: Iterable[dict]) -> bool:
 # --- money ---------------------------------------------------------------------------
 
 
-def usd(micros: int) -> str:
-    """Return an amount for a user: to the cent, and "< $0.01" for a sub-cent one."""
-    if 0 < micros < MICROS // 100:
-        return "< $0.01"
-    cents = (micros + MICROS // 200) // (MICROS // 100)  # to the nearest cent
-    return f"${cents // 100:,}.{cents % 100:02d}"
-
-
 def budget_context(budget) -> dict[str, str]:
     """Return the user's budget in dollars, for the upload form: what is left, and what is
     held, split into reports still running and outcomes awaiting an admin's check."""
@@ -409,24 +401,24 @@ def budget_context(budget) -> dict[str, str]:
     )
     running = max(0, budget.reserved_micros - awaiting)
     return {
-        "remaining": usd(max(0, budget.remaining_micros)),
-        "limit": usd(budget.limit_micros),
-        "running": usd(running) if running else "",
-        "awaiting": usd(awaiting) if awaiting else "",
+        "remaining": budgets.usd(max(0, budget.remaining_micros)),
+        "limit": budgets.usd(budget.limit_micros),
+        "running": budgets.usd(running) if running else "",
+        "awaiting": budgets.usd(awaiting) if awaiting else "",
     }
 
 
 def cost_words(task: Task) -> str:
     """Return what the task cost, or holds, in plain words; "" before budgets existed."""
     if task.cost_status == CostStatus.RESERVED:
-        return f"up to {usd(task.reserved_micros)} reserved from your budget"
+        return f"up to {budgets.usd(task.reserved_micros)} reserved from your budget"
     if task.cost_status == CostStatus.SETTLED:
-        return f"cost {usd(task.cost_micros or 0)}"
+        return f"cost {budgets.usd(task.cost_micros or 0)}"
     if task.cost_status == CostStatus.RELEASED:
         return "cost nothing"
     if task.cost_status == CostStatus.PENDING_RECONCILIATION:
         return (
-            f"cost not yet known: {usd(task.reserved_micros)} stays reserved "
+            f"cost not yet known: {budgets.usd(task.reserved_micros)} stays reserved "
             "until an administrator settles it"
         )
     return ""

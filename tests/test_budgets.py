@@ -330,7 +330,7 @@ def test_an_exhausted_budget_answers_402_and_leaves_nothing_behind(alice_client,
     assert response.status_code == 402
     error = response.json()["error"]
     assert error["code"] == "budget_exhausted"
-    assert "remaining budget ($0.0000)" in error["message"]
+    assert "remaining budget (< $0.01)" in error["message"]  # 10 micro-dollars
     assert list(Task.objects.values_list("pk", flat=True)) == [first.pk]
     assert Document.objects.count() == 1
     assert len(stored_files("uploads")) == 1
