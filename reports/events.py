@@ -1,4 +1,5 @@
-"""The events a task emits: their names, what each carries, and the wire row.
+"""The events a task emits: their names, what each carries, the wire row, and the fold
+that reads them back into the task's state.
 
 One vocabulary for the whole house (docs/api.md, "Events"). Writers build an event's
 type and data only through the constructors below and hand the `Draft` to the one

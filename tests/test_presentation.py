@@ -10,6 +10,7 @@ from django.db.models import F
 from reports import events, presentation, wording
 from reports.events import Draft, Event
 from reports.models import Status, Task
+from reports.worker.leases import claim_next_task
 from tests.helpers import submit, task_of
 
 pytestmark = pytest.mark.django_db
@@ -125,3 +126,15 @@ def test_every_error_type_has_plain_words():
     from reports.models import ErrorType
 
     assert set(ErrorType.values) <= set(wording.FAILURES)
+
+
+def test_the_status_line_of_a_resumed_page_is_the_last_status_not_a_later_progress(alice_client):
+    task = task_of(submit(alice_client))
+    claim = claim_next_task("w")  # seq 1: running
+    Task.objects.append_event(claim.task_id, claim.epoch, events.delta("Some text"))
+    Task.objects.append_event(claim.task_id, claim.epoch, events.progress(1, 3, "part 1"))
+    task.refresh_from_db()
+    state = presentation.status_at(task, task.last_seq)
+    assert (state.status, state.status_attempt, state.seq) == ("running", 1, 3)
+    whole = presentation.task_state(task)
+    assert (whole.text, whole.progress) == ("Some text", events.Progress(1, 3, "part 1"))
