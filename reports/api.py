@@ -99,7 +99,7 @@ def _body(task: Task, attempts: list[Attempt], text_length: int) -> dict:
         "text_length": text_length,
         "partial": task.status in INCOMPLETE and text_length > 0,
         "error": (
-            {"type": task.error_type, "message": task.error_message} if task.error_type else None
+            {"type": task.error_type, "message": task.user_message} if task.error_type else None
         ),
         "result": (
             {

@@ -56,16 +56,23 @@ class BudgetExhausted(Exception):
 
     def __init__(self, needed: int, remaining: int) -> None:
         super().__init__(
-            f"Your remaining budget ({format_usd(remaining)}) cannot cover this report, "
-            f"which reserves up to {format_usd(needed)}. Ask an administrator to raise it."
+            f"Your remaining budget ({usd(remaining)}) cannot cover this report, "
+            f"which reserves up to {usd(needed)}. Ask an administrator to raise it."
         )
         self.needed, self.remaining = needed, remaining
 
 
-def format_usd(micros: int) -> str:
-    """Return '$1.2345' (rounded down to a hundredth of a cent)."""
-    dollars, rest = divmod(micros, MICROS)
-    return f"${dollars:,}.{rest // 100:04d}"
+def usd(micros: int, *, exact: bool = False) -> str:
+    """Return an amount of money in words: to the cent for users, and "< $0.01" for a
+    sub-cent one; `exact` (for staff, who settle sub-cent costs) to a hundredth of a
+    cent, rounded down."""
+    if exact:
+        dollars, rest = divmod(micros, MICROS)
+        return f"${dollars:,}.{rest // 100:04d}"
+    if 0 < micros < MICROS // 100:
+        return "< $0.01"
+    cents = (micros + MICROS // 200) // (MICROS // 100)  # to the nearest cent
+    return f"${cents // 100:,}.{cents % 100:02d}"
 
 
 def price_of(model: str) -> dict[str, int]:

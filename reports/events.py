@@ -1,4 +1,5 @@
-"""The events a task emits: their names, what each carries, and the wire row.
+"""The events a task emits: their names, what each carries, the wire row, and the fold
+that reads them back into the task's state.
 
 One vocabulary for the whole house (docs/api.md, "Events"). Writers build an event's
 type and data only through the constructors below and hand the `Draft` to the one
@@ -10,7 +11,8 @@ event's keys either: they fold events with `fold` (below) into a `TaskState`.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from reports.states import TERMINAL, Status
@@ -21,6 +23,10 @@ PROGRESS = "progress"
 # A task's last event is named after its terminal status (succeeded, failed, …).
 TERMINAL_TYPES = frozenset(str(status) for status in TERMINAL)
 TYPES = frozenset({STATUS, DELTA, PROGRESS, *TERMINAL_TYPES})
+# The key under which the writer stamps each event's attempt number.
+ATTEMPT = "attempt"
+# The events that announce a task's status (the others carry text or progress).
+STATUS_BEARING = frozenset({STATUS, *TERMINAL_TYPES})
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,11 @@ class Draft:
 
     type: str
     data: dict[str, Any]
+
+    def stamped(self, attempt: int) -> dict[str, Any]:
+        """Return the data as stored: stamped with the attempt it belongs to (the task's
+        attempt count when it commits)."""
+        return {ATTEMPT: attempt, **self.data}
 
 
 @dataclass(frozen=True)
@@ -51,11 +62,168 @@ class Event:
 
     @property
     def attempt(self) -> int:
-        return int(self.data.get("attempt") or 0)
+        """The attempt the event belongs to (0 before the first attempt started)."""
+        return int(self.data.get(ATTEMPT) or 0)
 
     @property
     def is_terminal(self) -> bool:
         return self.type in TERMINAL_TYPES
+
+    @property
+    def is_delta(self) -> bool:
+        return self.type == DELTA
+
+    @property
+    def text(self) -> str:
+        """The text a `delta` event carries ("" for any other event)."""
+        return self.data.get("text", "") if self.type == DELTA else ""
+
+    @property
+    def status(self) -> str:
+        """The task status the event announces; "" for one that announces none (text,
+        progress)."""
+        if self.type == STATUS:
+            return self.data.get("status", "")
+        return self.type if self.type in TERMINAL_TYPES else ""
+
+    @property
+    def starts_attempt(self) -> bool:
+        """Whether the event is the start of an attempt: its task began running it."""
+        return self.status == Status.RUNNING
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far the current attempt's plan of calls has come."""
+
+    done: int
+    total: int
+    label: str
+
+
+@dataclass(frozen=True)
+class AttemptText:
+    """The text one attempt wrote."""
+
+    number: int
+    text: str
+
+
+@dataclass
+class TaskState:
+    """A task as its events up to `seq` say it is (see `fold`)."""
+
+    seq: int = 0
+    status: str = str(Status.QUEUED)
+    # The data of the latest event that announced a status, and its seq (0: none yet).
+    status_data: dict[str, Any] = field(default_factory=dict)
+    status_seq: int = 0
+    attempt: int = 0  # the current attempt: the latest that started or wrote text
+    texts: dict[int, list[str]] = field(default_factory=dict)  # per attempt, in order
+    progress: Progress | None = None  # the latest progress of the current attempt
+
+    @property
+    def ended(self) -> bool:
+        return self.status in TERMINAL_TYPES
+
+    @property
+    def terminal(self) -> dict[str, Any] | None:
+        """The terminal event's data, once the task ended."""
+        return self.status_data if self.ended else None
+
+    @property
+    def text(self) -> str:
+        """The current attempt's text: the report as far as it has been written."""
+        return self.texts_of(self.attempt)
+
+    def texts_of(self, number: int) -> str:
+        """The text attempt `number` wrote."""
+        return "".join(self.texts.get(number, ()))
+
+    @property
+    def earlier(self) -> list[AttemptText]:
+        """The text of each attempt a later one replaced, oldest first (none without text)."""
+        found = (AttemptText(n, "".join(parts)) for n, parts in sorted(self.texts.items()))
+        return [a for a in found if a.number < self.attempt and a.text]
+
+    # --- what the latest status-bearing event says ---------------------------------------
+
+    @property
+    def status_attempt(self) -> int:
+        """The attempt count when the status was announced: 0 while the first attempt
+        has yet to start, N when attempt N runs, or was requeued."""
+        return int(self.status_data.get(ATTEMPT) or 0)
+
+    @property
+    def retry_after_s(self) -> float | None:
+        """The wait the provider asked for before a retry (None: it asked for none)."""
+        return self.status_data.get("retry_after_s")
+
+    @property
+    def retried_for_error(self) -> bool:
+        """Whether a requeue was a retry after a retryable error (rather than after a lost
+        worker or an administrator's resolution)."""
+        return "retry_after_s" in self.status_data
+
+    @property
+    def error_type(self) -> str:
+        return self.status_data.get("error_type", "")
+
+    @property
+    def message(self) -> str:
+        """The user's wording of why the task ended without a report."""
+        return self.status_data.get("message", "")
+
+    @property
+    def partial(self) -> bool:
+        """Whether an ended task had text when it ended without a report."""
+        return bool(self.status_data.get("partial"))
+
+
+def fold(events: Iterable[Event], state: TaskState | None = None) -> TaskState:
+    """Apply `events` (in seq order) to `state`, or to a task with no event yet; return it.
+
+    Incremental: a reader keeps the state and folds each new batch into it; an event at
+    or before the state's seq was folded already and is skipped. The rules:
+
+    * a `delta` adds to its attempt's text; an attempt whose text or start comes is the
+      current one, and a new current attempt replaces the text shown (the earlier
+      attempt's text is kept as its own);
+    * every other event but `progress` announces the task's status, and its data is what
+      the status line and the outcome read;
+    * `progress` is kept for the current attempt only, and never goes back.
+    """
+    state = state if state is not None else TaskState()
+    for event in events:
+        if event.seq <= state.seq:
+            continue
+        state.seq = event.seq
+        number = event.attempt
+        if event.is_delta or event.type == PROGRESS or event.starts_attempt:
+            _current(state, number)
+        if event.is_delta:
+            state.texts.setdefault(number, []).append(event.text)
+        elif event.type == PROGRESS:
+            _progress(state, number, event.data)
+        else:
+            state.status = event.status
+            state.status_data = event.data
+            state.status_seq = event.seq
+    return state
+
+
+def _current(state: TaskState, number: int) -> None:
+    if number > state.attempt:
+        state.attempt, state.progress = number, None
+
+
+def _progress(state: TaskState, number: int, data: dict[str, Any]) -> None:
+    if number != state.attempt:
+        return  # an attempt that was replaced: its progress is not the task's
+    done = int(data.get("done") or 0)
+    if state.progress is not None and done < state.progress.done:
+        return
+    state.progress = Progress(done, int(data.get("total") or 0), data.get("label", ""))
 
 
 # --- constructors: the only places an event's data is spelled --------------------------

@@ -39,17 +39,15 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
     for the unknown call: 0 (the default) when the provider did not run it, or what the
     provider's records say it cost ("mark settled").
 
-    `succeeded` is listed in `ADMIN_RESOLUTIONS` but is refused here: success means a
-    report that passed validation and was saved (docs/lifecycle.md), and a task stuck in
-    reconciliation has no validated, saved file, so nothing could honestly be shown or
-    downloaded as its result.
+    Nothing else is a resolution (ResolutionRefused), `succeeded` least of all: success
+    means a report that passed validation and was saved (docs/lifecycle.md), and a task
+    stuck in reconciliation has no validated, saved file, so nothing could honestly be
+    shown or downloaded as its result.
     """
     if to not in ADMIN_RESOLUTIONS:
-        raise ResolutionRefused(f"{to!r} is not a resolution of reconciliation_required.")
-    if to == Status.SUCCEEDED:
         raise ResolutionRefused(
-            "A task in reconciliation has no validated, saved report, so it cannot be "
-            "marked succeeded; requeue it or mark it failed."
+            f"{to!r} is not a resolution of reconciliation_required: a task in "
+            "reconciliation has no validated, saved report; requeue it or mark it failed."
         )
     task = (
         Task.objects.filter(pk=task_id, status=Status.RECONCILIATION_REQUIRED)
@@ -72,7 +70,7 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
             events.requeued(resolved_by=resolved_by),
             resolution=True,
             error_type="",
-            error_message="",
+            user_message="",
             not_before=None,
             finished_at=None,
         )
@@ -89,7 +87,7 @@ def resolve_reconciliation(task_id, to: str, *, by_user, unknown_cost: int = 0) 
         resolution=True,
         unknown_cost=unknown_cost,
         error_type=error_type,
-        error_message=FAILED_MESSAGE,
+        user_message=FAILED_MESSAGE,
     )
 
 

@@ -40,7 +40,9 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     Status.CANCELLED: frozenset(),
     Status.RECONCILIATION_REQUIRED: frozenset(),
 }
-ADMIN_RESOLUTIONS = frozenset({Status.QUEUED, Status.FAILED, Status.SUCCEEDED})
+# An administrator's ways out of it: run it again, or take the call as failed. Never
+# `succeeded`: success is a validated, saved report, which such a task does not have.
+ADMIN_RESOLUTIONS = frozenset({Status.QUEUED, Status.FAILED})
 
 
 class ErrorType(models.TextChoices):

@@ -330,7 +330,7 @@ def test_an_exhausted_budget_answers_402_and_leaves_nothing_behind(alice_client,
     assert response.status_code == 402
     error = response.json()["error"]
     assert error["code"] == "budget_exhausted"
-    assert "remaining budget ($0.0000)" in error["message"]
+    assert "remaining budget (< $0.01)" in error["message"]  # 10 micro-dollars
     assert list(Task.objects.values_list("pk", flat=True)) == [first.pk]
     assert Document.objects.count() == 1
     assert len(stored_files("uploads")) == 1
@@ -419,7 +419,7 @@ def test_expanding_documents_in_parallel_never_cost_more_than_the_budget(
     assert {(t.error_type, t.cost_status, t.cost_micros) for t in refused} == {
         ("budget_exhausted", "released", 0)
     }
-    assert "cannot cover this report" in refused[0].error_message
+    assert "cannot cover this report" in refused[0].user_message
     # ...those refused never reached the provider, and the money that went out was reserved:
     assert len(server.requests) == len(succeeded)
     assert all(t.cost_micros > 50_000 for t in succeeded)  # real usage, about $0.09 each

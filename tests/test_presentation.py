@@ -7,11 +7,21 @@ from datetime import timedelta
 import pytest
 from django.db.models import F
 
-from reports import presentation
+from reports import events, presentation, wording
+from reports.events import Draft, Event
 from reports.models import Status, Task
+from reports.worker.leases import claim_next_task
 from tests.helpers import submit, task_of
 
 pytestmark = pytest.mark.django_db
+
+
+def state_after(draft: Draft, attempt: int = 0) -> events.TaskState:
+    """Return the state of a task whose last event is `draft`, written in `attempt`."""
+    return events.fold([Event("t", 1, draft.type, draft.stamped(attempt))])
+
+
+QUEUED = state_after(events.status(Status.QUEUED))
 
 
 def test_queue_position_counts_only_earlier_tasks_of_the_same_lane(alice_client):
@@ -50,7 +60,7 @@ def test_queued_status_says_the_place_in_line_and_the_wait(alice_client, setting
     )
     task_of(submit(alice_client))  # a new task: reuse is only on request
     mine = task_of(submit(alice_client))
-    status = presentation.status_context(mine, {"status": "queued"})
+    status = presentation.status_context(mine, QUEUED)
     assert status["value"] == "queued"
     assert status["detail"] == "2nd in line, estimated wait about 80 s"
 
@@ -66,51 +76,65 @@ def test_a_task_claimed_while_its_page_is_read_says_it_is_starting(alice_client)
     )
     read_queued = task_of(submit(alice_client))
     Task.objects.filter(pk=read_queued.pk).update(status=Status.RUNNING)
-    status = presentation.status_context(read_queued, {"status": "queued"})
+    status = presentation.status_context(read_queued, QUEUED)
     assert status["detail"] == "starting now"
 
 
 def test_a_retry_says_which_attempt_comes_and_why_it_waits(alice_client):
     task = task_of(submit(alice_client))
-    data = {"status": "queued", "attempt": 1, "retry_after_s": 2, "reason": "rate_limited"}
-    detail = presentation.status_context(task, data)["detail"]
+    retry = state_after(events.requeued(retry_after_s=2, reason="rate_limited"), attempt=1)
+    detail = presentation.status_context(task, retry)["detail"]
     assert detail.startswith("trying again: the provider asked us to wait 2 s")
 
 
 def test_a_requeued_lost_attempt_says_it_starts_again(alice_client):
     task = task_of(submit(alice_client))
-    detail = presentation.status_context(task, {"status": "queued", "attempt": 1})["detail"]
+    detail = presentation.status_context(task, state_after(events.requeued(), 1))["detail"]
     assert detail.startswith("starting again: the last try was interrupted")
 
 
 @pytest.mark.parametrize(
-    ("status", "data", "words"),
+    ("end", "words"),
     [
-        ("failed", {"error_type": "provider_error", "partial": True}, "dropped the connection"),
-        ("failed", {"error_type": "stream_truncated", "partial": True}, "ended early"),
-        ("failed", {"error_type": "empty_output", "partial": False}, "without writing any text"),
-        ("failed", {"error_type": "stalled", "partial": False}, "stalled"),
-        ("failed", {"error_type": "timeout", "partial": True}, "timed out"),
-        ("failed", {"error_type": "validation_failed", "partial": True}, "shape of a report"),
-        ("cancelled", {"partial": True}, "Cancelled by you."),
-        ("reconciliation_required", {"partial": True}, "Outcome unknown — needs an admin"),
+        (events.failed("provider_error", "", partial=True), "dropped the connection"),
+        (events.failed("stream_truncated", "", partial=True), "ended early"),
+        (events.failed("empty_output", "", partial=False), "without writing any text"),
+        (events.failed("stalled", "", partial=False), "stalled"),
+        (events.failed("timeout", "", partial=True), "timed out"),
+        (events.failed("validation_failed", "", partial=True), "shape of a report"),
+        (events.cancelled(partial=True), "Cancelled by you."),
+        (events.reconciliation_required("", partial=True), "Outcome unknown — needs an admin"),
     ],
 )
-def test_why_a_task_is_incomplete_in_plain_words(status, data, words):
-    said = presentation.incomplete_context(status, data)
-    assert words in said["reason"]
-    expected = "incomplete" if data["partial"] else "No text arrived."
-    if data.get("error_type") == "validation_failed":
+def test_why_a_task_is_incomplete_in_plain_words(end, words):
+    state = state_after(end, attempt=1)
+    said = presentation.incomplete_context(state)
+    assert words in said.reason
+    expected = "incomplete" if state.partial else "No text arrived."
+    if state.error_type == "validation_failed":
         expected = "arrived whole"  # the text is all there: it failed the checks
-    assert expected in said["partial"]
+    assert expected in said.partial
 
 
 def test_nothing_is_incomplete_about_success_or_work_in_progress():
-    for status in ("succeeded", "queued", "running", "finalizing"):
-        assert presentation.incomplete_context(status, {}) is None
+    ends = [events.succeeded("r"), *(events.status(s) for s in ("queued", "running", "finalizing"))]
+    for end in ends:
+        assert presentation.incomplete_context(state_after(end, attempt=1)) is None
 
 
 def test_every_error_type_has_plain_words():
     from reports.models import ErrorType
 
-    assert set(ErrorType.values) <= set(presentation.FAILURES)
+    assert set(ErrorType.values) <= set(wording.FAILURES)
+
+
+def test_the_status_line_of_a_resumed_page_is_the_last_status_not_a_later_progress(alice_client):
+    task = task_of(submit(alice_client))
+    claim = claim_next_task("w")  # seq 1: running
+    Task.objects.append_event(claim.task_id, claim.epoch, events.delta("Some text"))
+    Task.objects.append_event(claim.task_id, claim.epoch, events.progress(1, 3, "part 1"))
+    task.refresh_from_db()
+    state = presentation.status_at(task, task.last_seq)
+    assert (state.status, state.status_attempt, state.seq) == ("running", 1, 3)
+    whole = presentation.task_state(task)
+    assert (whole.text, whole.progress) == ("Some text", events.Progress(1, 3, "part 1"))

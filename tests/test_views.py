@@ -205,7 +205,7 @@ def test_home_runs_a_fixed_number_of_queries_for_any_number_of_tasks(
 
     html = response.content.decode()
     assert html.count('data-status="queued"') == 15
-    assert "15th in line" in html and "1st in line" in html
+    assert "15th in line" in html and "next in line" in html
 
 
 @pytest.mark.parametrize("kind", ["queued", "running", "succeeded"])

@@ -48,7 +48,7 @@ class BudgetForm(forms.ModelForm):
             )[0]
             if self.limit_micros < sum(held):
                 raise forms.ValidationError(
-                    f"Spent and reserved already add up to {budgets.format_usd(sum(held))}; "
+                    f"Spent and reserved already add up to {budgets.usd(sum(held), exact=True)}; "
                     "the limit cannot be lower."
                 )
         return limit
@@ -76,19 +76,19 @@ class BudgetAdmin(admin.ModelAdmin):
 
     @admin.display(description="limit", ordering="limit_micros")
     def limit(self, budget: Budget) -> str:
-        return budgets.format_usd(budget.limit_micros)
+        return budgets.usd(budget.limit_micros, exact=True)
 
     @admin.display(description="spent", ordering="spent_micros")
     def spent(self, budget: Budget) -> str:
-        return budgets.format_usd(budget.spent_micros)
+        return budgets.usd(budget.spent_micros, exact=True)
 
     @admin.display(description="reserved", ordering="reserved_micros")
     def reserved(self, budget: Budget) -> str:
-        return budgets.format_usd(budget.reserved_micros)
+        return budgets.usd(budget.reserved_micros, exact=True)
 
     @admin.display(description="remaining")
     def remaining(self, budget: Budget) -> str:
-        return budgets.format_usd(budget.remaining_micros)
+        return budgets.usd(budget.remaining_micros, exact=True)
 
     @admin.display(description="tasks")
     def tasks(self, budget: Budget) -> str:
@@ -163,7 +163,7 @@ def settle_page(model_admin, request, task_id):
             task.refresh_from_db()
             model_admin.message_user(
                 request,
-                f"Settled at {budgets.format_usd(task.cost_micros)} ({task.cost_status}).",
+                f"Settled at {budgets.usd(task.cost_micros, exact=True)} ({task.cost_status}).",
                 messages.SUCCESS,
             )
         return redirect(back)
@@ -173,7 +173,7 @@ def settle_page(model_admin, request, task_id):
         "title": "Settle the unknown cost",
         "task": task,
         "form": form,
-        "reserved": budgets.format_usd(task.reserved_micros),
+        "reserved": budgets.usd(task.reserved_micros, exact=True),
         "in_reconciliation": task.status == Status.RECONCILIATION_REQUIRED,
     }
     return TemplateResponse(request, "admin/reports/task/settle.html", context)

@@ -24,7 +24,7 @@ def format_stages(stage_ms: dict) -> str:
 
 
 def format_cost(micros: int | None) -> str:
-    return "unknown" if micros is None else budgets.format_usd(micros)
+    return "unknown" if micros is None else budgets.usd(micros, exact=True)
 
 
 def truncate(text: str, limit: int = PREVIEW_CHARS) -> str:

@@ -123,7 +123,7 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     fieldsets = (
         (
             "Outcome",
-            {"fields": ("id", "owner", "status", "error_type", "error_message", "report_link")},
+            {"fields": ("id", "owner", "status", "error_type", "user_message", "report_link")},
         ),
         ("Timings", {"fields": ("waterfall", "timings")}),
         (
@@ -192,11 +192,11 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="reserved", ordering="reserved_micros")
     def reserved(self, task: Task) -> str:
-        return budgets.format_usd(task.reserved_micros)
+        return budgets.usd(task.reserved_micros, exact=True)
 
     @admin.display(description="cost", ordering="cost_micros")
     def cost(self, task: Task) -> str:
-        return "-" if task.cost_micros is None else budgets.format_usd(task.cost_micros)
+        return "-" if task.cost_micros is None else budgets.usd(task.cost_micros, exact=True)
 
     @admin.display(description="settle")
     def settle(self, task: Task) -> str:

@@ -164,7 +164,7 @@ class TaskQuerySet(models.QuerySet):
                 results.append(None)
                 continue
             last_seq, attempt_count, cancel_requested_at = row
-            event = Event(task_id, last_seq, draft.type, _stamped(draft, attempt_count))
+            event = Event(task_id, last_seq, draft.type, draft.stamped(attempt_count))
             results.append((event, cancel_requested_at is not None))
         return results
 
@@ -193,7 +193,7 @@ def _append_in_three_statements(renew: TaskQuerySet, changes: dict, appends) -> 
                 task_id=task_id,
                 seq=rows[str(task_id)][0],
                 type=draft.type,
-                data=_stamped(draft, rows[str(task_id)][1]),
+                data=draft.stamped(rows[str(task_id)][1]),
             )
             for task_id, _, draft in appends
             if str(task_id) in rows
@@ -208,7 +208,7 @@ def _append_in_one_statement(renew: TaskQuerySet, changes: dict, appends) -> dic
     query.add_update_values(changes)
     update_sql, update_params = query.get_compiler(renew.db).as_sql()
     table = Task._meta.db_table
-    events = ", ".join(["(%s::uuid, %s, %s::jsonb)"] * len(appends))
+    values = ", ".join(["(%s::uuid, %s, %s::jsonb)"] * len(appends))
     event_params = []
     for task_id, _, draft in appends:
         event_params += [str(task_id), draft.type, json.dumps(draft.data)]
@@ -220,31 +220,25 @@ def _append_in_one_statement(renew: TaskQuerySet, changes: dict, appends) -> dic
         ), written AS (
             INSERT INTO {TaskEvent._meta.db_table} (task_id, seq, type, data)
             SELECT renewed.id, renewed.last_seq, event.type,
-                jsonb_build_object('attempt', renewed.attempt_count) || event.data
-            FROM renewed JOIN (VALUES {events}) AS event (task_id, type, data)
+                jsonb_build_object(%s::text, renewed.attempt_count) || event.data
+            FROM renewed JOIN (VALUES {values}) AS event (task_id, type, data)
                 ON event.task_id = renewed.id
         )
         SELECT id, last_seq, attempt_count, cancel_requested_at FROM renewed
     """
     with connections[renew.db].cursor() as cursor:
-        cursor.execute(sql, [*update_params, *event_params])
+        cursor.execute(sql, [*update_params, events.ATTEMPT, *event_params])
         return {str(pk): rest for pk, *rest in cursor.fetchall()}
 
 
 _EVENT_FIELDS = ("last_seq", "attempt_count")
 
 
-def _stamped(draft: Draft, attempt: int) -> dict:
-    """Return the draft's data as stored: stamped with the attempt it belongs to (the
-    task's attempt count when it commits; the one place the number is written)."""
-    return {"attempt": attempt, **draft.data}
-
-
 def _write_event(task_id, draft: Draft) -> Event:
     """Insert the event numbered by the task's (just bumped) last_seq, in the caller's
     transaction."""
     task = Task.objects.filter(pk=task_id).values(*_EVENT_FIELDS).get()
-    data = _stamped(draft, task["attempt_count"])
+    data = draft.stamped(task["attempt_count"])
     TaskEvent.objects.create(task_id=task_id, seq=task["last_seq"], type=draft.type, data=data)
     return Event(task_id, task["last_seq"], draft.type, data)
 
@@ -278,7 +272,9 @@ class Task(models.Model):
     last_seq = models.PositiveBigIntegerField(default=0)
 
     error_type = models.CharField(max_length=32, choices=ErrorType.choices, blank=True)
-    error_message = models.TextField(blank=True)
+    # Why the task failed, in the user's words (reports.wording); the provider's own
+    # words stay on the attempt (`Attempt.error_message`), for staff.
+    user_message = models.TextField(blank=True)
     result_id = models.UUIDField(null=True, blank=True, unique=True)
     result_sha256 = models.CharField(max_length=64, blank=True)
     result_bytes = models.PositiveIntegerField(null=True, blank=True)
@@ -317,10 +313,6 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return f"{self.id} ({self.status})"
-
-    @property
-    def current_attempt(self) -> Attempt | None:
-        return self.attempts.order_by("-number").first()
 
     def _ms_since_created(self, instant) -> float | None:
         if instant is None:
@@ -400,7 +392,7 @@ class TaskEventQuerySet(models.QuerySet):
         """Return the characters each attempt of these tasks streamed, keyed by
         (task id as text, attempt number): one query, counted in the database."""
         rows = (
-            self.filter(task_id__in=task_ids, type="delta")
+            self.filter(task_id__in=task_ids, type=events.DELTA)
             .annotate(number=KT("data__attempt"))
             .order_by()
             .values("task_id", "number")
@@ -414,13 +406,8 @@ class TaskEventQuerySet(models.QuerySet):
 
     def attempt_text(self, task_id, number: int) -> str:
         """Return the text an attempt streamed, from its persisted delta events."""
-        return "".join(
-            data["text"]
-            for data in self.filter(task_id=task_id, type="delta")
-            .order_by("seq")
-            .values_list("data", flat=True)
-            if data.get("attempt") == number
-        )
+        deltas = self.filter(task_id=task_id, type=events.DELTA).order_by("seq")
+        return events.fold(stored.as_event() for stored in deltas).texts_of(number)
 
 
 class TaskEvent(models.Model):

@@ -3,7 +3,8 @@
 Thin: it checks who is asking, subscribes to the task's shared feed (replay after
 `seq`, then live, gaps filled from the table: `reports.streaming.follower`) and renders
 what the feed hands over for the page. It writes nothing and runs nothing while the page
-is idle. The text of events that are ready at once goes out as one message, and a status
+is idle. It folds the events it sends (`reports.events.fold`): the text of events that
+are ready at once goes out as one message, already as a reader sees it, and a status
 change's lines (which read the task) in one after it; after the terminal event the socket
 closes with 1000.
 """
@@ -22,8 +23,9 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from reports import presentation
+from reports.events import Event, TaskState, fold
 from reports.lanes import on_shared_db
-from reports.models import TERMINAL, Event, Status, Task
+from reports.models import Status, Task
 from reports.streaming import follower, limits
 
 log = logging.getLogger(__name__)
@@ -31,7 +33,7 @@ log = logging.getLogger(__name__)
 TEMPLATE = "reports/task.html"
 MAX_BATCH_EVENTS = 200  # a replay of a long report goes out in a few messages, not one
 # A socket that carries nothing for this long gets an empty batch: the page counts a
-# silence over twice this as a dead connection (docs/pages.md: data-connection).
+# silence of 25 s as a dead connection (docs/pages.md: data-connection).
 HEARTBEAT_S = 10.0
 # A queued page's place in line is re-sent at most this often: while a queue drains,
 # every claim moves every waiting page, and each refresh renders its line and wait
@@ -75,7 +77,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
             return
         await self.accept()
         self.task, self.last_seq = task, after
-        self.status_data = await on_shared_db(presentation.last_status_data)(task, after)
+        self.state = await on_shared_db(presentation.status_at)(task, after)
         self.subscription = await follower.subscribe(task.pk, after, self._wake)
         self.sent_at = time.monotonic()
         _heartbeats.watch(self)
@@ -127,12 +129,13 @@ class TaskConsumer(AsyncWebsocketConsumer):
         the one thread every consumer's database work queues for; only the status and
         outcome lines (which read the task) wait for it, in a message of their own.
         """
+        announced = self.state.status_seq
+        self.state = fold(events, self.state)
         self.last_seq = events[-1].seq
-        message, latest = text_message(events, self.last_seq)
-        await self._send(message)
-        if latest is not None:
-            self.status_data = latest
-            await self._send(await on_shared_db(status_message)(self.task, latest, self.last_seq))
+        await self._send(text_message(events, self.last_seq))
+        if self.state.status_seq != announced:
+            message = await on_shared_db(status_message)(self.task, self.state, self.last_seq)
+            await self._send(message)
 
     async def _send(self, message: str) -> None:
         self.sent_at = time.monotonic()
@@ -153,7 +156,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
         """
         if place is None or place == self.shown_place:
             return
-        if self.status_data.get("status") != Status.QUEUED:
+        if self.state.status != Status.QUEUED:
             return
         wait_s = self.place_sent_at + PLACE_REFRESH_S - time.monotonic()
         if wait_s > 0:
@@ -162,7 +165,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
             return
         self.shown_place, self.place_sent_at = place, time.monotonic()
         self.task.queue_place = place
-        message = await on_shared_db(status_message)(self.task, self.status_data, self.last_seq)
+        message = await on_shared_db(status_message)(self.task, self.state, self.last_seq)
         await self._send(message)
 
     def _place_due(self) -> None:
@@ -199,42 +202,36 @@ _heartbeats = _Heartbeats()
 # --- messages -------------------------------------------------------------------------
 
 
-def text_message(events: Sequence[Event], last_seq: int) -> tuple[str, dict | None]:
-    """Render the events as one WebSocket message; read nothing.
+def text_message(events: Sequence[Event], last_seq: int) -> str:
+    """Render the events' text as one WebSocket message; read nothing.
 
     The message is `<template data-batch data-seq=N>` (N: the seq of the last event it
-    covers) holding one `<template data-delta>` per text event and one
-    `<template data-attempt-start>` per attempt that started; the page appends those
-    itself, batched per animation frame. Return it with the data of the last
-    status-bearing event among `events` (None when there is none): its lines follow in
-    a `status_message`.
+    covers) holding one `<template data-delta>` per text event, its text as a reader
+    sees it, and one `<template data-attempt-start>` per attempt that started; the page
+    appends those itself, batched per animation frame. A status the events announce
+    follows in a `status_message`.
     """
     items: list[str] = []
-    latest_status: dict | None = None
     for event in events:
-        number = int(event.data.get("attempt") or 0)
-        if event.type == "delta":
-            text = event.data.get("text", "")
+        if event.is_delta:
             items.append(
-                f'<template data-delta data-seq="{event.seq}" data-attempt="{number}">'
-                f"{escape(text)}</template>"
+                f'<template data-delta data-seq="{event.seq}" data-attempt="{event.attempt}">'
+                f"{escape(presentation.readable(event.text))}</template>"
             )
-            continue
-        latest_status = {**event.data, "status": presentation.status_of(event.type, event.data)}
-        if latest_status["status"] == Status.RUNNING:
+        elif event.starts_attempt:
             items.append(
-                f'<template data-attempt-start data-seq="{event.seq}" data-attempt="{number}">'
-                "</template>"
+                f'<template data-attempt-start data-seq="{event.seq}" '
+                f'data-attempt="{event.attempt}"></template>'
             )
-    return f'<template data-batch data-seq="{last_seq}">{"".join(items)}</template>', latest_status
+    return f'<template data-batch data-seq="{last_seq}">{"".join(items)}</template>'
 
 
-def status_message(task: Task, status_data: dict, last_seq: int) -> str:
+def status_message(task: Task, state: TaskState, last_seq: int) -> str:
     """Render the htmx out-of-band lines of a status change (they read the task): the
     status line, and on a terminal event the outcome (report, download link, or why it
     is incomplete)."""
-    parts = [heartbeat(last_seq), status_fragment(task, status_data)]
-    if status_data["status"] in TERMINAL:
+    parts = [heartbeat(last_seq), status_fragment(task, state)]
+    if state.ended:
         task.refresh_from_db(
             fields=[
                 "report_html",
@@ -244,12 +241,12 @@ def status_message(task: Task, status_data: dict, last_seq: int) -> str:
                 "cost_micros",
             ]
         )
-        parts.append(outcome_fragments(task, status_data))
+        parts.append(outcome_fragments(task, state))
     return "".join(parts)
 
 
-def status_fragment(task: Task, status_data: dict) -> str:
-    status = presentation.status_context(task, status_data)
+def status_fragment(task: Task, state: TaskState) -> str:
+    status = presentation.status_context(task, state)
     return render_to_string(f"{TEMPLATE}#status", {"status": status, "oob": True})
 
 
@@ -258,8 +255,8 @@ def heartbeat(last_seq: int) -> str:
     return f'<template data-batch data-seq="{last_seq}"></template>'
 
 
-def outcome_fragments(task: Task, status_data: dict) -> str:
-    context = {"task": task, "oob": True, **presentation.outcome_context(task, status_data)}
+def outcome_fragments(task: Task, state: TaskState) -> str:
+    context = {"task": task, "oob": True, **presentation.outcome_context(task, state)}
     return "".join(
         render_to_string(f"{TEMPLATE}#{name}", context)
         for name in ("actions", "incomplete", "report", "cost")

@@ -35,7 +35,6 @@ from django.db.models import Q
 from reports.lanes import on_shared_db
 from reports.models import TERMINAL, Event, Task, TaskEvent
 
-TERMINAL_EVENTS = frozenset(TERMINAL)
 # An idle feed re-reads the table after REPORTS_POLL_S, then twice as late each time,
 # up to this many times REPORTS_POLL_S; any event brings it back. (Benchmark 6: 50 idle
 # task pages at a steady 0.5 s poll cost 7.6% of the machine.)
@@ -142,7 +141,7 @@ class Subscription:
             self.pending.append(event)
             self.last_seq = event.seq
             fresh = True
-            if event.type in TERMINAL_EVENTS:
+            if event.is_terminal:
                 self.finished = True
         return fresh
 
@@ -202,7 +201,7 @@ class Feed:
             except Exception:
                 self._layer_failed()
                 return
-            self.offer([Event(self.task_id, *row) for row in message.get("events", [])])
+            self.offer([Event.from_row(self.task_id, row) for row in message.get("events", [])])
 
     def offer(self, events: list[Event]) -> None:
         """Pass on what follows on exactly from the last event; for a gap, read the table."""
@@ -222,7 +221,7 @@ class Feed:
         if not events:
             return
         self.last_seq = events[-1].seq
-        self.finished = any(e.type in TERMINAL_EVENTS for e in events)
+        self.finished = any(e.is_terminal for e in events)
         self.hub.wait_s = self.hub.poll_s
         for subscriber in list(self.subscribers):
             if subscriber.offer(events):

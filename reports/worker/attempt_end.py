@@ -15,7 +15,7 @@ from functools import partial
 
 from django.conf import settings
 
-from reports import budgets, events, lifecycle, presentation
+from reports import budgets, events, lifecycle, wording
 from reports.models import PROVIDER_FAILURES, AttemptStatus, Event, Status, db_now_plus
 from reports.observability import tracing
 from reports.observability.logs import log_event
@@ -47,7 +47,7 @@ class Outcome:
     @property
     def user_message(self) -> str:
         """The message a user is shown; the provider's own words stay on the attempt."""
-        return presentation.user_message(self.error_type, self.message, plain=self.plain)
+        return wording.user_message(self.error_type, self.message, plain=self.plain)
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,8 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
             **task_fields,
         )
     task_fields.setdefault("error_type", outcome.error_type)
-    # The provider's own words stay on the attempt, for staff (reports.presentation).
-    task_fields.setdefault("error_message", outcome.user_message)
+    # The provider's own words stay on the attempt, for staff (reports.wording).
+    task_fields.setdefault("user_message", outcome.user_message)
     return lifecycle.end_task(
         record.task_id,
         record.task_status,

@@ -229,7 +229,7 @@ def _reap(task: Task) -> list[Event]:
             expect_epoch=task.epoch,
             attempt=attempt,
             error_type="",
-            error_message="",
+            user_message="",
         )
     else:
         event = lifecycle.end_task(
@@ -239,7 +239,7 @@ def _reap(task: Task) -> list[Event]:
             expect_epoch=task.epoch,
             attempt=attempt,
             error_type=ErrorType.WORKER_LOST,
-            error_message=lost,
+            user_message=lost,
         )
     return [] if event is None else [event]
 
@@ -272,6 +272,6 @@ def _fail_poison(task: Task, attempt_id) -> list[Event]:
         expect_epoch=task.epoch,
         attempt=attempt,
         error_type=ErrorType.INVALID_INPUT,
-        error_message=POISON,
+        user_message=POISON,
     )
     return [] if event is None else [event]

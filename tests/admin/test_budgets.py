@@ -40,7 +40,7 @@ def test_budgets_are_listed_with_limit_spent_reserved_and_a_link_to_the_tasks(
     assert page.status_code == 200
     text = page.content.decode()
     assert "alice" in text and "$5.0000" in text
-    assert budgets.format_usd(task.reserved_micros) in text
+    assert budgets.usd(task.reserved_micros, exact=True) in text
     assert "/admin/reports/task/?q=alice" in text
 
 
@@ -94,7 +94,7 @@ def test_the_task_pages_show_cost_status_and_cost_per_attempt(admin_client, make
     assert [t.pk for t in listing.context["cl"].result_list] == [task.pk]
     page = admin_client.get(f"/admin/reports/task/{task.pk}/change/").content.decode()
     assert "Settled" in page
-    assert page.count(budgets.format_usd(task.cost_micros)) >= 2  # the task and its attempt
+    assert page.count(budgets.usd(task.cost_micros, exact=True)) >= 2  # the task and its attempt
 
 
 def test_settle_by_entering_the_usage(admin_client, pending, alice):
@@ -167,5 +167,5 @@ def test_the_attempt_list_shows_each_attempts_cost(admin_client, pending, make_t
     run_all(worker)
     done.refresh_from_db()
     page = admin_client.get("/admin/reports/attempt/").content.decode()
-    assert budgets.format_usd(done.cost_micros) in page
+    assert budgets.usd(done.cost_micros, exact=True) in page
     assert "unknown" in page  # the pending task's attempt

@@ -191,7 +191,7 @@ def test_mark_failed_resolves_a_reconciliation_task(admin_client, make_task):
     task.refresh_from_db()
     assert task.status == Status.FAILED
     assert task.error_type == "provider_error"
-    assert task.error_message == FAILED_MESSAGE
+    assert task.user_message == FAILED_MESSAGE
     assert task.finished_at is not None
     assert "1 task(s) marked failed." in messages_of(response)
     last = TaskEvent.objects.filter(task=task).order_by("-seq").first()

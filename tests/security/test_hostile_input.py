@@ -243,8 +243,8 @@ def fails_at_parse(client: Client, worker, name: str, data: bytes) -> Task:
     task = task_of(response)
     assert (task.status, task.error_type) == (Status.FAILED, "invalid_input")
     body = client.get(f"/api/tasks/{task.pk}").json()
-    assert body["error"] == {"type": "invalid_input", "message": task.error_message}
-    assert name in task.error_message
+    assert body["error"] == {"type": "invalid_input", "message": task.user_message}
+    assert name in task.user_message
     # Nothing came of it but the failure: no text, no result.
     assert body["text_length"] == 0 and body["result"] is None
     return task
@@ -253,21 +253,21 @@ def fails_at_parse(client: Client, worker, name: str, data: bytes) -> Task:
 def test_a_pdf_that_explodes_on_parse_is_stopped_by_the_cpu_limit(alice_client, worker, settings):
     settings.REPORTS_PARSE_CPU_S = 1
     task = fails_at_parse(alice_client, worker, "flood.pdf", hostile.pdf_that_explodes())
-    assert "took too long to read (1 s of CPU time)" in task.error_message
+    assert "took too long to read (1 s of CPU time)" in task.user_message
     assert_still_healthy(alice_client, worker)
 
 
 def test_a_docx_that_stalls_its_parser_is_stopped_by_the_cpu_limit(alice_client, worker, settings):
     settings.REPORTS_PARSE_CPU_S = 1
     task = fails_at_parse(alice_client, worker, "long.docx", hostile.docx_that_stalls())
-    assert "took too long to read (1 s of CPU time)" in task.error_message
+    assert "took too long to read (1 s of CPU time)" in task.user_message
     assert_still_healthy(alice_client, worker)
 
 
 def test_a_pdf_with_a_huge_page_tree_is_stopped_by_the_wall_clock(alice_client, worker, settings):
     settings.REPORTS_PARSE_TIMEOUT_S = 1.5
     task = fails_at_parse(alice_client, worker, "pages.pdf", hostile.pdf_with_a_huge_page_tree())
-    assert "took too long to read (1.5 s)" in task.error_message
+    assert "took too long to read (1.5 s)" in task.user_message
     assert_still_healthy(alice_client, worker)
 
 
@@ -278,8 +278,8 @@ def test_a_pdf_that_needs_too_much_memory_is_stopped_by_the_memory_limit(
     task = fails_at_parse(alice_client, worker, "flood.pdf", hostile.pdf_that_explodes())
     # PDFium reports an allocation refused at the limit as an unreadable page, or the child
     # fails to allocate itself: either way the document, not the server, is stopped.
-    assert "needs too much memory" in task.error_message or "could not be read" in (
-        task.error_message
+    assert "needs too much memory" in task.user_message or "could not be read" in (
+        task.user_message
     )
     # Under the same limit an ordinary PDF is read: it was the document, not the limit.
     submit(alice_client, upload("fine.pdf", samples.text_pdf(SAMPLE.replace("\n", " "))))
@@ -299,7 +299,7 @@ def test_a_pdf_that_needs_too_much_memory_is_stopped_by_the_memory_limit(
 )
 def test_a_pdf_without_readable_text_fails_as_invalid_input(alice_client, worker, name, data, hint):
     task = fails_at_parse(alice_client, worker, name, data)
-    assert hint in task.error_message
+    assert hint in task.user_message
     assert_still_healthy(alice_client, worker)
 
 
@@ -308,7 +308,7 @@ def test_a_pdf_without_readable_text_fails_as_invalid_input(alice_client, worker
 
 def report_text(client: Client, response) -> str:
     task = task_of(response)
-    assert task.status == Status.SUCCEEDED, task.error_message
+    assert task.status == Status.SUCCEEDED, task.user_message
     download = client.get(f"/api/tasks/{task.pk}/result")
     return b"".join(download.streaming_content).decode()
 

@@ -99,7 +99,7 @@ def test_payloads_in_names_instructions_and_output_are_escaped_in_the_page(
     response = submit(alice_client, upload(name), instructions="<script>window.__xss=2</script>")
     run_all(scripted_worker(hostile))
     task = task_of(response)
-    assert task.status == Status.SUCCEEDED, task.error_message
+    assert task.status == Status.SUCCEEDED, task.user_message
     page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
     home = alice_client.get("/").content.decode()
     for html in (page, home):

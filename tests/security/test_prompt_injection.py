@@ -36,7 +36,7 @@ def report(client, worker, content: str, instructions: str = "") -> str:
     response = submit(client, upload("doc.md", content), instructions=instructions)
     run_all(worker)
     task = task_of(response)
-    assert task.status == Status.SUCCEEDED, task.error_message
+    assert task.status == Status.SUCCEEDED, task.user_message
     return b"".join(client.get(f"/api/tasks/{task.pk}/result").streaming_content).decode()
 
 

@@ -13,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from project.asgi import application
-from reports import events
+from reports import events, presentation
 from reports.models import Status, Task, TaskEvent
 from reports.streaming import broadcast, follower
 from reports.worker import leases
@@ -194,6 +194,23 @@ async def test_a_replay_is_coalesced_into_one_message(alice):
     assert int(BATCH_SEQ.search(status)[1]) == 5
     assert 'data-task-status="running"' in status
     await comm.disconnect()
+
+
+async def test_text_reaches_the_page_as_a_reader_sees_it_and_as_the_snapshot_has_it(alice):
+    # The model's Markdown escapes are undone on the server, per delta: the page shows
+    # "1. *not* a list" whether it reads the stream or loads the snapshot.
+    task = await queued_task(alice)
+    run = await claim(task)
+    await persist_delta(run, "1\\. \\*not\\* ")
+    await persist_delta(run, "a list \\\\ with a backslash")
+    comm = communicator(task.pk, cookie=await session_cookie(alice), after=0)
+    assert (await comm.connect())[0]
+    streamed = "".join(text for _, text in deltas([await comm.receive_from(timeout=5)]))
+    assert streamed == "1. *not* a list \\ with a backslash"
+    await comm.disconnect()
+    task = await sync_to_async(Task.objects.get)(pk=task.pk)
+    page = await sync_to_async(presentation.page_context)(task)
+    assert page["snapshot"].text == streamed
 
 
 async def test_a_finished_task_with_nothing_after_seq_closes_at_once(alice):

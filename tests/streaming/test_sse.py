@@ -266,7 +266,7 @@ def fail_now(claim: Claim):
         expect_epoch=claim.epoch,
         event=events.failed("provider_error", "", partial=True),
         error_type="provider_error",
-        error_message="The provider disconnected.",
+        user_message="The provider disconnected.",
     )
 
 

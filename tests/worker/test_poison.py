@@ -22,7 +22,7 @@ def test_a_worker_lost_while_parsing_fails_the_task_as_invalid_input(make_task):
 
     task.refresh_from_db()
     assert (task.status, task.error_type) == ("failed", "invalid_input")
-    assert task.error_message == leases.POISON
+    assert task.user_message == leases.POISON
     assert task.cost_status == "released"  # the provider was never called
     attempt = Attempt.objects.get(task=task)
     assert (attempt.status, attempt.error_type) == ("failed", "invalid_input")

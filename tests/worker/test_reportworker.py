@@ -187,7 +187,7 @@ def test_a_worker_killed_while_parsing_hands_the_document_to_no_other(alice, spa
         timeout=30,
     )
     task.refresh_from_db()
-    assert (task.error_type, task.error_message) == ("invalid_input", POISON)
+    assert (task.error_type, task.user_message) == ("invalid_input", POISON)
     assert [(a.status, a.error_type) for a in Attempt.objects.filter(task=task)] == [
         ("failed", "invalid_input")
     ]  # one attempt: never read again

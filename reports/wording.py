@@ -1,0 +1,85 @@
+"""The words a user reads about a task: why it failed, a cancel, an unknown outcome, its
+place in line.
+
+Base layer: the worker's end of an attempt stores a user's message from here, and the
+pages show the same words, so a failure reads alike wherever it is read.
+"""
+
+from __future__ import annotations
+
+from reports.states import PROVIDER_FAILURES, ErrorType
+
+# Why a task ended without a report, in plain words: (short, for the status line; long).
+FAILURES = {
+    ErrorType.PROVIDER_ERROR: (
+        "the provider dropped the connection",
+        "The provider dropped the connection before the report was finished.",
+    ),
+    ErrorType.PROVIDER_AUTH: (
+        "the provider refused our credentials",
+        "The provider refused our credentials, so no report could be written.",
+    ),
+    ErrorType.PROVIDER_REJECTED: (
+        "the provider refused the request",
+        "The provider refused the request.",
+    ),
+    ErrorType.PROVIDER_QUOTA: (
+        "the provider's spending limit was reached",
+        "The provider's spending limit was reached.",
+    ),
+    ErrorType.RATE_LIMITED: (
+        "the provider kept asking us to wait",
+        "The provider kept asking us to wait, for longer than the retries allow.",
+    ),
+    ErrorType.STREAM_TRUNCATED: (
+        "the stream ended early",
+        "The stream ended early: the provider stopped before the report was complete.",
+    ),
+    ErrorType.EMPTY_OUTPUT: ("no text", "The provider finished without writing any text."),
+    ErrorType.STALLED: (ErrorType.STALLED, "The provider stalled: no text arrived for too long."),
+    ErrorType.TIMEOUT: ("timed out", "The report timed out: it ran past the task's time limit."),
+    ErrorType.VALIDATION_FAILED: (
+        "did not pass the checks",
+        "The report was written in full but did not have the shape of a report (a title, "
+        "a summary and at least one more section), so it was not saved.",
+    ),
+    ErrorType.SAVE_FAILED: ("could not be saved", "The report could not be saved."),
+    ErrorType.INVALID_INPUT: ("the document could not be read", "The document could not be read."),
+    ErrorType.BUDGET_EXHAUSTED: (
+        "budget exhausted",
+        "Your remaining budget cannot cover this report.",
+    ),
+    ErrorType.WORKER_LOST: (
+        "the worker stopped responding",
+        "The worker writing the report stopped responding, and no attempts were left.",
+    ),
+    ErrorType.WORKER_ERROR: (
+        "an internal error",
+        "Something went wrong on our side; the report stopped.",
+    ),
+}
+
+
+def user_message(error_type: str, message: str, *, plain: bool = False) -> str:
+    """Return the message a user is shown for a failure of this type: a provider's own
+    words (`plain` false) are replaced by a plain sentence."""
+    if error_type in PROVIDER_FAILURES and not plain:
+        return FAILURES[error_type][1]
+    return message
+
+
+CANCELLED = "Cancelled by you."
+UNKNOWN_OUTCOME = (
+    "Outcome unknown — needs an admin. The provider may or may not have finished the "
+    "request; an admin will check with the provider and resolve this task."
+)
+
+
+def ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def place_in_line(position: int) -> str:
+    """Return a queued task's place in its lane's line: "next in line", "2nd in line"…"""
+    return "next in line" if position == 1 else f"{ordinal(position)} in line"
