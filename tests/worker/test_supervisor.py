@@ -158,9 +158,7 @@ def test_reaper_turns_expired_lease_into_new_attempt_then_worker_lost(make_task,
     for number in (1, 2):
         claim = claim_next_task("w")
         assert claim.number == number
-        Task.objects.append_event(
-            claim.task_id, claim.epoch, "delta", {"text": f"part {number}", "attempt": number}
-        )
+        Task.objects.append_event(claim.task_id, claim.epoch, events.delta(f"part {number}"))
         expire_lease(task)
         assert len(reap_expired_leases()) == 1
     task.refresh_from_db()
