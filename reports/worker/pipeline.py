@@ -60,7 +60,7 @@ class RunResult:
         return self.status is None
 
 
-LEASE_LOST = RunResult(None)
+LOST = RunResult(None)  # the lease was lost
 
 
 class AttemptRun:
@@ -108,7 +108,7 @@ class AttemptRun:
             self._queue.put_nowait(_WAKE)
 
     async def run(self) -> RunResult:
-        """Run the attempt to its end; return the status the task was left in."""
+        """Run the attempt to its end; return the status it left its task in."""
         wakeups.subscribe(self.task_id, lambda: self.request_stop(attempt_core.CANCEL))
         try:
             outcome = await self._stages()
@@ -119,7 +119,7 @@ class AttemptRun:
             return RunResult(outcome.status)
         except LeaseLost:
             log_event(log, "attempt.lease_lost", logging.WARNING, status="lease_lost")
-            return LEASE_LOST
+            return LOST
         except Exception:
             log.exception("attempt of task %s raised", self.task_id)
             return await self._end_raised()
@@ -135,10 +135,10 @@ class AttemptRun:
         try:
             await self._end(outcome)
         except LeaseLost:
-            return LEASE_LOST
+            return LOST
         except Exception:  # the database is gone too: the lease expires and the reaper ends it
             log.exception("the end of the attempt of task %s could not be written", self.task_id)
-            return LEASE_LOST
+            return LOST
         return RunResult(outcome.status)
 
     async def _stages(self) -> Outcome:

@@ -124,6 +124,7 @@ async def test_a_worker_that_lost_its_lease_writes_nothing_more(
 
     worker = scripted_worker(script)
     assert await worker.claim_and_start()
+    (attempt,) = worker.running.values()
     await first_chunk_saved.wait()
     # The chunk is written on the worker's own lane, which renews the lease as it commits:
     # expire the lease only once that write is in.
@@ -135,6 +136,7 @@ async def test_a_worker_that_lost_its_lease_writes_nothing_more(
     events_before = await db(TaskEvent.objects.filter(task=task).count)()
     resume.set()
     await worker.wait_for_attempts()
+    assert attempt.result().lease_lost
     task = await db(Task.objects.get)(pk=task.pk)
     assert task.status == "queued"
     assert await db(TaskEvent.objects.filter(task=task).count)() == events_before
