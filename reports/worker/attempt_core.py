@@ -61,7 +61,8 @@ class Write:
 
 @dataclass(frozen=True)
 class End:
-    """Stop the call: it ends with `outcome` (`finalizing`: its text is whole)."""
+    """Stop the call: it ends with `outcome`. `finalizing`: its text is whole; `queued`:
+    retry after `outcome.retry_after_s`; any other status ends the task."""
 
     outcome: Outcome
 

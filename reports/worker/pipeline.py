@@ -37,7 +37,15 @@ from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
 from reports.validation import validate_report
 from reports.worker import attempt_core, chunk_writes
-from reports.worker.attempt_core import Abandon, Call, End, Limits, StreamEnded, Write
+from reports.worker.attempt_core import (
+    Abandon,
+    Call,
+    Decision,
+    End,
+    Limits,
+    StreamEnded,
+    Write,
+)
 from reports.worker.attempt_end import AttemptRecord, Outcome, write_end
 from reports.worker.leases import Claim, LeaseLost, mark_parsing
 from reports.worker.preparation import build_request, documents_to_read, read_once
@@ -222,7 +230,7 @@ class AttemptRun:
                 ProviderError(ErrorType.PROVIDER_ERROR, f"Provider failure: {exc}")
             )
 
-    async def _next_decisions(self, call: Call) -> list:
+    async def _next_decisions(self, call: Call) -> list[Decision]:
         """Feed the core the next stream item, or a tick when it falls due first."""
         try:
             item = self._queue.get_nowait()  # an item already waiting is never timed out
