@@ -30,7 +30,7 @@ from reports.providers.report_writer import write_report
 
 SAMPLE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "sample_article.md"
 TEXT = write_report((SourceDocument("article.md", SAMPLE.read_text()),), "")
-# As reports.worker.pipeline coalesces (it needs Django set up, so the numbers are repeated).
+# As reports.worker.attempt_core coalesces (it needs Django set up, so the numbers are repeated).
 FLUSH_INTERVAL_S, FLUSH_CHARS, FIRST_TEXT_UNCOALESCED_S = 0.1, 400, 0.15
 _probe_path = os.environ.get("BENCH_PROBE")
 _probe = open(_probe_path, "a", buffering=1) if _probe_path else None  # noqa: SIM115

@@ -46,7 +46,7 @@ def run(worker: Supervisor) -> None:
     async def go():
         while await worker.claim_and_start():
             pass
-        await worker.drain()
+        await worker.wait_for_attempts()
 
     async_to_sync(go)()
 

@@ -91,24 +91,24 @@ def run_server(server: str, app, port: int) -> None:
 
 def instrument(*, per_token: bool, report_chars: int) -> None:
     from reports.providers.simulated import SimulatedProvider
-    from reports.worker import pipeline
+    from reports.worker import attempt_core, pipeline
 
     if per_token:
-        pipeline.FLUSH_CHARS = 1  # every delta waits for nothing: one event per token
+        attempt_core.FLUSH_CHARS = 1  # every delta waits for nothing: one event per token
     probe_path = os.environ.get("BENCH_PROBE")
     if probe_path:
         probe = open(probe_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
         original_stream = SimulatedProvider.stream
-        original_flush = pipeline.AttemptRun._flush
+        original_chunk_write = pipeline.AttemptRun._write
 
         async def stream(self, request):
             probe.write(f"stream {request.task_id} {request.attempt_number} {time.monotonic()}\n")
             async for item in original_stream(self, request):
                 yield item
 
-        async def flush(self):
+        async def write(self, chunk):
             start = time.monotonic()
-            await original_flush(self)
+            await original_chunk_write(self, chunk)
             probe.write(f"flush {self.task_id} {start} {time.monotonic() - start}\n")
 
         from reports.models import TaskQuerySet
@@ -123,7 +123,7 @@ def instrument(*, per_token: bool, report_chars: int) -> None:
                 probe.write(f"write {len(appends)} {start} {time.monotonic() - start}\n")
 
         SimulatedProvider.stream = stream
-        pipeline.AttemptRun._flush = flush
+        pipeline.AttemptRun._write = write
         TaskQuerySet.append_events = append_events
     if report_chars:
         from bench.harness import lengthen

@@ -72,8 +72,8 @@ def run_all(worker: Supervisor) -> None:
 
     async def go():
         while await worker.claim_and_start():
-            await worker.drain()
-        await worker.drain()
+            await worker.wait_for_attempts()
+        await worker.wait_for_attempts()
 
     async_to_sync(go)()
 

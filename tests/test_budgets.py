@@ -214,7 +214,7 @@ async def test_a_cancel_while_streaming_without_usage_settles_at_an_estimate(
     await streaming.wait()
     cancel = await sync_to_async(alice_client.post)(f"/api/tasks/{task.pk}/cancel")
     assert cancel.status_code == 202
-    await worker.drain()
+    await worker.wait_for_attempts()
     body = (await sync_to_async(alice_client.get)(f"/api/tasks/{task.pk}")).json()
     assert (body["status"], body["cost_status"]) == ("cancelled", "settled")
     assert body["usage"]["usage_source"] == "estimate"

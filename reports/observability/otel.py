@@ -90,9 +90,9 @@ def attempt_span(claim):
     wait = tracer().start_span(
         "queue wait", context=parent, start_time=nanoseconds(claim.queued_since), attributes=ids
     )
-    wait.end(end_time=nanoseconds(claim.claimed_at))
+    wait.end(end_time=nanoseconds(claim.started_at))
     with tracer().start_as_current_span(
-        "attempt", context=parent, start_time=nanoseconds(claim.claimed_at), attributes=ids
+        "attempt", context=parent, start_time=nanoseconds(claim.started_at), attributes=ids
     ):
         yield
 

@@ -15,12 +15,13 @@ from functools import partial
 
 from django.conf import settings
 
-from reports import budgets, events, lifecycle, wording
+from reports import budgets, events, lifecycle
 from reports.models import PROVIDER_FAILURES, AttemptStatus, Event, Status, db_now_plus
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.providers.base import Usage
 from reports.providers.prompts import PROMPT_VERSION, estimated_usage
+from reports.worker.outcome import Outcome
 
 # The attempt's lines keep one logger name, whichever module writes them.
 log = logging.getLogger("reports.worker.pipeline")
@@ -32,22 +33,6 @@ ATTEMPT_STATUS = {  # the task status an attempt ends in → the attempt's own s
     Status.CANCELLED: AttemptStatus.CANCELLED,
     Status.RECONCILIATION_REQUIRED: AttemptStatus.RECONCILIATION_REQUIRED,
 }
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How an attempt ends: the task status it moves to and why."""
-
-    status: str
-    error_type: str = ""
-    message: str = ""
-    retry_after_s: float | None = None
-    plain: bool = False  # the message is fit for users as it is (ProviderError.plain)
-
-    @property
-    def user_message(self) -> str:
-        """The message a user is shown; the provider's own words stay on the attempt."""
-        return wording.user_message(self.error_type, self.message, plain=self.plain)
 
 
 @dataclass(frozen=True)

@@ -36,13 +36,13 @@ async def append_event(task_id, epoch: int, event: Draft, **fields) -> tuple[Eve
 class _Writer:
     def __init__(self) -> None:
         self.waiting: list[tuple[tuple, dict, asyncio.Future]] = []
-        self.draining: asyncio.Task | None = None
+        self.writing: asyncio.Task | None = None
 
     async def append(self, append: tuple, fields: dict):
         future = asyncio.get_running_loop().create_future()
         self.waiting.append((append, fields, future))
-        if self.draining is None:
-            self.draining = asyncio.create_task(self._drain())
+        if self.writing is None:
+            self.writing = asyncio.create_task(self._write_batches())
         return await future
 
     def _next_batch(self) -> list[tuple[tuple, dict, asyncio.Future]]:
@@ -59,7 +59,7 @@ class _Writer:
         self.waiting = rest
         return batch
 
-    async def _drain(self) -> None:
+    async def _write_batches(self) -> None:
         try:
             while self.waiting:
                 batch = self._next_batch()
@@ -77,4 +77,4 @@ class _Writer:
                     else:
                         future.set_result(result)
         finally:
-            self.draining = None
+            self.writing = None

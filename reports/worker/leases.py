@@ -29,6 +29,7 @@ from reports.models import (
 )
 from reports.observability.task_logs import log_reaped
 from reports.worker import identity
+from reports.worker.retries import RetryPolicy
 
 # Any fixed number: every claimer takes the same PostgreSQL advisory lock.
 CLAIM_LOCK = 7_240_501
@@ -46,7 +47,7 @@ class Claim:
     epoch: int
     lane: str
     created_at: datetime
-    claimed_at: datetime
+    started_at: datetime  # the attempt's start, on the database's clock
     events: tuple[Event, ...]
     # Where the task's logs and trace join (the creating request), and since when this
     # attempt waited: the submit for the first, the previous attempt's end for a retry.
@@ -56,9 +57,9 @@ class Claim:
     queued_since: datetime | None = None
 
     @property
-    def age_at_claim_s(self) -> float:
-        """Seconds from submit to this claim, both instants on the database's clock."""
-        return (self.claimed_at - self.created_at).total_seconds()
+    def age_at_start_s(self) -> float:
+        """Seconds from submit to this attempt's start, both on the database's clock."""
+        return (self.started_at - self.created_at).total_seconds()
 
 
 def free_lanes(lanes) -> list[str]:
@@ -197,14 +198,9 @@ def _reap(task: Task) -> list[Event]:
         return _fail_poison(task, attempt_id)
     text = TaskEvent.objects.attempt_text(task.pk, task.attempt_count)
     lost = "The worker running this attempt stopped responding."
-    if task.status == Status.FINALIZING:
-        to = Status.FAILED
-    elif not settings.REPORTS_RERUN_LOST_ATTEMPTS:
-        to = Status.RECONCILIATION_REQUIRED
-    elif task.attempt_count < settings.REPORTS_MAX_ATTEMPTS:
-        to = Status.QUEUED
-    else:
-        to = Status.FAILED
+    to = RetryPolicy.from_settings().after_lost_worker(
+        task_status=task.status, attempt=task.attempt_count
+    )
     attempt_end = {
         "status": (
             AttemptStatus.RECONCILIATION_REQUIRED

@@ -2,6 +2,10 @@
 
 The same supervisor runs embedded on the ASGI server's event loop (the default: one
 `runserver` is the whole system) or alone under `manage.py reportworker`.
+
+A lane here is always a queue lane (short, long: the API's word), the lanes it claims
+from. The threads that take blocking work off the event loop (reports/lanes.py) are
+called by the names of their doors, `on_shared_db` and `on_worker_lane`.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import logging
 from django.conf import settings
 from django.db import close_old_connections
 
-from reports import lanes, wakeups
+from reports import wakeups
 from reports.clock import Clock
+from reports.lanes import on_shared_db, on_worker_lane
 from reports.observability import logs, tracing
 from reports.observability.logs import log_event
 from reports.observability.task_logs import ms_between
@@ -22,8 +27,9 @@ from reports.providers import get_provider
 from reports.providers.base import Provider
 from reports.streaming import broadcast
 from reports.worker import identity, leases
+from reports.worker.attempt_core import CANCEL, LEASE_LOST
 from reports.worker.leases import Claim
-from reports.worker.pipeline import AttemptRun
+from reports.worker.pipeline import AttemptRun, RunResult
 
 log = logging.getLogger(__name__)
 task_log = logging.getLogger("reports.tasks")  # the lines of a task's life share one name
@@ -40,7 +46,7 @@ class Supervisor:
         poll_s: float | None = None,
     ) -> None:
         self.slots = slots
-        self.lanes = lanes
+        self.lanes = lanes  # the queue lanes it claims from
         self.clock = clock or Clock()
         self.provider = provider or get_provider(clock=self.clock)
         self.poll_s = poll_s if poll_s is not None else settings.REPORTS_POLL_S
@@ -58,7 +64,7 @@ class Supervisor:
         """Claim one task and start running it; return whether work was found."""
         if len(self.running) >= self.slots or self._stopping:
             return False
-        claim = await lanes.on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes)
+        claim = await on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes)
         if claim is None:
             return False
         await broadcast.publish(claim.events)
@@ -70,13 +76,13 @@ class Supervisor:
     async def reap(self) -> int:
         """Requeue or fail tasks whose lease expired; return how many."""
         # What request signals do for the web process's connections.
-        await lanes.on_shared_db(close_old_connections)()
-        events = await lanes.on_shared_db(leases.reap_expired_leases)()  # announced on commit
+        await on_shared_db(close_old_connections)()
+        events = await on_shared_db(leases.reap_expired_leases)()  # announced on commit
         if events:
             self._wake.set()
         return len(events)
 
-    async def drain(self) -> None:
+    async def wait_for_attempts(self) -> None:
         """Wait for every attempt started so far to end."""
         while self.running:
             await asyncio.gather(*self.running.values(), return_exceptions=True)
@@ -128,7 +134,7 @@ class Supervisor:
         """Stop claiming; let running attempts end (a lease left behind is reaped)."""
         self._stopping = True
         self._wake.set()
-        await self.drain()
+        await self.wait_for_attempts()
 
     def wake(self) -> None:
         self._wake.set()
@@ -140,7 +146,7 @@ class Supervisor:
         else:
             self.listening.clear()
 
-    async def _run(self, run: AttemptRun) -> str:
+    async def _run(self, run: AttemptRun) -> RunResult:
         claim = run.claim
         with (
             logs.bound(
@@ -154,7 +160,7 @@ class Supervisor:
             log_claimed(claim)
             return await self._run_bound(run)
 
-    async def _run_bound(self, run: AttemptRun) -> str:
+    async def _run_bound(self, run: AttemptRun) -> RunResult:
         heartbeat = asyncio.create_task(self._heartbeat(run))
         try:
             return await run.run()
@@ -173,10 +179,10 @@ class Supervisor:
         while True:
             await asyncio.sleep(interval)
             try:
-                if await lanes.on_worker_lane(leases.renew_lease)(run.task_id, run.claim.epoch):
-                    run.request_stop("cancel")
+                if await on_worker_lane(leases.renew_lease)(run.task_id, run.claim.epoch):
+                    run.request_stop(CANCEL)
             except leases.LeaseLost:
-                run.request_stop("lease_lost")
+                run.request_stop(LEASE_LOST)
                 return
             except Exception:
                 log.exception("heartbeat of task %s failed; trying again", run.task_id)
@@ -211,6 +217,6 @@ def log_claimed(claim: Claim) -> None:
         lane=claim.lane,
         status="running",
         # queue_ms is the task's (submit → first claim); wait_ms this attempt's own wait.
-        queue_ms=ms_between(claim.created_at, claim.claimed_at) if claim.number == 1 else None,
-        wait_ms=ms_between(claim.queued_since, claim.claimed_at),
+        queue_ms=ms_between(claim.created_at, claim.started_at) if claim.number == 1 else None,
+        wait_ms=ms_between(claim.queued_since, claim.started_at),
     )

@@ -178,7 +178,7 @@ async def test_a_cancel_closes_the_connection_the_server_was_writing_to(
     closed = "Disconnected from client"
     seen = on_llama.log_text().count(closed)
     assert await sync_to_async(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
-    await worker.drain()
+    await worker.wait_for_attempts()
     # The server saw the connection close and stopped writing.
     assert await asyncio.to_thread(on_llama.wait_for_log, closed, seen=seen)
     task = await Task.objects.aget(pk=task.pk)

@@ -349,7 +349,7 @@ async def test_cancel_closes_the_connection_to_the_provider(
     assert await asyncio.to_thread(openai_server.streaming.wait, 10)
     assert not openai_server.client_closed.is_set()
     assert await sync_to_async(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
-    await openai_worker.drain()
+    await openai_worker.wait_for_attempts()
     # The server saw the client hang up: the provider call was stopped, not abandoned.
     assert await asyncio.to_thread(openai_server.client_closed.wait, 10)
     task = await sync_to_async(Task.objects.get)(pk=task.pk)

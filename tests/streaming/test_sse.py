@@ -98,8 +98,8 @@ async def follow(client: AsyncClient, task_id, query: str = "", **headers) -> St
 async def finished(make_task, worker, scenario: str = "ok") -> Task:
     task = await db(make_task)(scenario=scenario)
     while await worker.claim_and_start():
-        await worker.drain()
-    await worker.drain()
+        await worker.wait_for_attempts()
+    await worker.wait_for_attempts()
     return await db(Task.objects.get)(pk=task.pk)
 
 

@@ -136,7 +136,7 @@ async def stream_beside(worker: Supervisor, streams: Streams, streaming: Task, m
     flowed = await elsewhere(lambda: deltas(streaming))
     await wait_until(lambda: deltas(streaming) >= flowed + 5, "text after it")
     streams.stop()
-    await worker.drain()
+    await worker.wait_for_attempts()
     return await sync_to_async(Task.objects.get)(pk=other.pk)
 
 
@@ -212,7 +212,7 @@ async def test_a_busy_shared_database_thread_loses_no_lease(make_task, settings)
         release.set()
         await held
     streams.stop()
-    await worker.drain()
+    await worker.wait_for_attempts()
 
     assert reaped == []
     assert after - before >= 20  # text kept flowing: a word every 50 ms

@@ -91,7 +91,7 @@ async def test_cancel_of_a_running_task_stops_it_and_keeps_partial_text(make_tas
     assert await worker.claim_and_start()
     await streaming.wait()
     assert await db(lambda: lifecycle.cancel_task(Task.objects.get(pk=task.pk)))()
-    await worker.drain()
+    await worker.wait_for_attempts()
     assert closed.is_set()  # the provider stream was closed, not left running
     task = await db(Task.objects.get)(pk=task.pk)
     assert task.status == "cancelled"
@@ -124,6 +124,7 @@ async def test_a_worker_that_lost_its_lease_writes_nothing_more(
 
     worker = scripted_worker(script)
     assert await worker.claim_and_start()
+    (attempt,) = worker.running.values()
     await first_chunk_saved.wait()
     # The chunk is written on the worker's own lane, which renews the lease as it commits:
     # expire the lease only once that write is in.
@@ -134,7 +135,8 @@ async def test_a_worker_that_lost_its_lease_writes_nothing_more(
     assert await db(reap_expired_leases)()  # back to queued: attempt 1 is over
     events_before = await db(TaskEvent.objects.filter(task=task).count)()
     resume.set()
-    await worker.drain()
+    await worker.wait_for_attempts()
+    assert attempt.result().lease_lost
     task = await db(Task.objects.get)(pk=task.pk)
     assert task.status == "queued"
     assert await db(TaskEvent.objects.filter(task=task).count)() == events_before
@@ -388,7 +390,7 @@ async def test_text_waiting_when_cancel_arrives_is_kept(make_task, scripted_work
 
     worker = scripted_worker(text_then_cancel)
     assert await worker.claim_and_start()
-    await worker.drain()
+    await worker.wait_for_attempts()
     task = await db(Task.objects.get)(pk=task.pk)
     assert task.status == "cancelled"
     attempt = await db(Attempt.objects.get)(task=task)

@@ -1,0 +1,276 @@
+"""The rules of one provider call, without I/O: what to write when, and how the call ends.
+
+A state machine in the manner of h11. Its shell (`reports.worker.pipeline`) feeds it what
+the provider streamed (`receive`), the time when nothing came (`tick`) and stop requests
+(`stop`); it answers with decisions — `Write` this chunk now, `End` the call with this
+outcome, `Abandon` it (the lease is gone: write nothing more) — and says when it next
+needs a tick (`next_tick_at`). It never reads a clock, sleeps, logs or touches the
+database: every instant is handed to it, so a test drives it with plain numbers.
+
+It owns coalescing, the silence clocks (no answer after the request was sent, no text
+after an answer), the task's deadline, what a completion, an empty answer or a truncated
+stream means, and asks the retry table (`reports.worker.retries`) about a provider's
+error. One `Call` is one provider call: an attempt of one call runs one; a plan of calls
+runs one per call.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from reports import wording
+from reports.providers.base import Completed, Heartbeat, ProviderError, TextDelta, Usage
+from reports.states import ErrorType, Status
+from reports.worker.outcome import Outcome
+from reports.worker.retries import RetryPolicy
+
+FLUSH_INTERVAL_S = 0.1  # coalesce provider deltas into one event about this often…
+FLUSH_CHARS = 400  # …or once this many characters are waiting
+FIRST_TEXT_UNCOALESCED_S = 0.15  # except for the first text's first moments (benchmark 1)
+
+CANCEL = "cancel"  # the user asked the task to stop
+LEASE_LOST = "lease_lost"  # another worker may hold the task now
+
+# PostgreSQL refuses NUL in text and JSON, and no database stores a lone surrogate (a broken
+# server can send one as a JSON escape): the model's output drops NUL and shows U+FFFD.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class StreamEnded:
+    """The provider's stream ended; without a `Completed` before it, it was truncated."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What bounds a call: instants on the shell's clock, spans in seconds."""
+
+    deadline: float  # the task's deadline: submit + REPORTS_TASK_DEADLINE_S
+    response_timeout_s: float  # no answer at all by then: the outcome is unknown
+    stall_timeout_s: float  # no text for this long after an answer: stalled
+    attempt: int  # this attempt's number, for the retry table
+    retries: RetryPolicy
+
+
+@dataclass(frozen=True)
+class Write:
+    """Persist this chunk as one `delta` event now, then fan it out."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class End:
+    """Stop the call: it ends with `outcome`. `finalizing`: its text is whole; `queued`:
+    retry after `outcome.retry_after_s`; any other status ends the task."""
+
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class Abandon:
+    """Stop the call and write nothing more: the lease is gone."""
+
+
+type Decision = Write | End | Abandon
+type StreamItem = TextDelta | Heartbeat | Completed | ProviderError | StreamEnded
+
+
+def past_deadline_at_start(limits: Limits, now: float) -> Outcome | None:
+    """How an attempt ends when its task waited in the queue past its deadline."""
+    if now >= limits.deadline:
+        return Outcome(
+            Status.FAILED, ErrorType.TIMEOUT, "The task waited in the queue past its deadline."
+        )
+    return None
+
+
+@dataclass
+class Call:
+    """One provider call, from the moment its request was sent (`sent_at`)."""
+
+    limits: Limits
+    sent_at: float
+    answered: bool = False  # the provider answered: text or a heartbeat
+    first_text_at: float | None = None
+    usage: Usage = field(default_factory=Usage)
+    request_id: str = ""
+    stop_reason: str = ""  # CANCEL or LEASE_LOST, once asked to stop
+    outcome: Outcome | None = None  # once it ended
+    _chunks: list[str] = field(default_factory=list, init=False)  # every text taken in, in order
+    _pending: list[str] = field(default_factory=list, init=False)  # taken in, not yet written
+    _pending_chars: int = field(default=0, init=False)
+    _pending_since: float = field(default=0.0, init=False)
+    _last_text_at: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._last_text_at = self.sent_at
+
+    @property
+    def text(self) -> str:
+        """Every text the call received, written or not."""
+        return "".join(self._chunks)
+
+    # --- what the shell feeds in -------------------------------------------------------
+
+    def receive(self, item: StreamItem, now: float) -> list[Decision]:
+        """Take one stream item in, received at `now`."""
+        if self.stop_reason:
+            if isinstance(item, TextDelta):
+                self._take(item, now)  # text that arrived before the stop is kept
+            return self._stopped(now)
+        overdue = self._overdue(now)
+        if overdue is not None:
+            return self._end(overdue, now)
+        ended = self._take(item, now)
+        if ended is not None:
+            return self._end(ended, now)
+        return self._coalesced(now)
+
+    def tick(self, now: float) -> list[Decision]:
+        """Say that `now` has come with nothing received (or that a stop was asked for)."""
+        if self.stop_reason:
+            return self._stopped(now)
+        overdue = self._overdue(now)
+        if overdue is not None:
+            return self._end(overdue, now)
+        return self._coalesced(now)
+
+    def stop(self, reason: str) -> None:
+        """Ask the call to stop (CANCEL or LEASE_LOST); the next `tick` or item ends it.
+        The first reason given stands."""
+        self.stop_reason = self.stop_reason or reason
+
+    # Each limit is an instant, computed one way and compared with `>=` both where the shell
+    # waits for it and where it is checked: `now - start >= limit` can be false at the very
+    # instant `start + limit` (floating point), and the wait would then spin at zero.
+    def next_tick_at(self) -> float:
+        """Return the instant at which a time limit or a write falls due."""
+        due = [self.limits.deadline, self._silence_due()]
+        if self._writable():
+            due.append(self._flush_due())
+        return min(due)
+
+    # --- the rules ----------------------------------------------------------------------
+
+    def _take(self, item: StreamItem, now: float) -> Outcome | None:
+        """Take one item in; return how the call ends when the stream did."""
+        if isinstance(item, TextDelta):
+            self.answered = True
+            text = _UNSTORABLE.sub(lambda m: "" if m[0] == "\x00" else "\ufffd", item.text)
+            if text:
+                self._last_text_at = now
+                if self.first_text_at is None:
+                    self.first_text_at = now
+                if not self._pending:
+                    self._pending_since = now
+                self._pending.append(text)
+                self._pending_chars += len(text)
+                self._chunks.append(text)
+        elif isinstance(item, Heartbeat):
+            self.answered = True
+            self.request_id = item.request_id or self.request_id
+        elif isinstance(item, Completed):
+            self.usage = item.usage
+            self.request_id = item.request_id or self.request_id
+            return self._completed(item)
+        elif isinstance(item, StreamEnded):
+            return Outcome(
+                Status.FAILED,
+                ErrorType.STREAM_TRUNCATED,
+                "The stream ended before the report was complete.",
+            )
+        elif isinstance(item, ProviderError):
+            self.request_id = item.request_id or self.request_id
+            return self.limits.retries.after_provider_error(
+                item,
+                attempt=self.limits.attempt,
+                text_arrived=bool(self._chunks),
+                now=now,
+                deadline=self.limits.deadline,
+            )
+        return None
+
+    def _completed(self, done: Completed) -> Outcome:
+        if done.finish_reason != "stop":
+            return Outcome(
+                Status.FAILED,
+                ErrorType.STREAM_TRUNCATED,
+                f"The provider stopped early (finish reason: {done.finish_reason}).",
+            )
+        if not self.text.strip():
+            return Outcome(Status.FAILED, ErrorType.EMPTY_OUTPUT, "The provider returned no text.")
+        return Outcome(Status.FINALIZING)
+
+    def _silence_due(self) -> float:
+        """When the provider's silence ends the call: no answer, or no text (a stall)."""
+        if self.answered:
+            return self._last_text_at + self.limits.stall_timeout_s
+        return self.sent_at + self.limits.response_timeout_s
+
+    def _overdue(self, now: float) -> Outcome | None:
+        """Return how the call ends when a time limit has passed (heartbeats don't count)."""
+        if now >= self.limits.deadline:
+            return Outcome(Status.FAILED, ErrorType.TIMEOUT, "The task ran past its deadline.")
+        if now < self._silence_due():
+            return None
+        if not self.answered:
+            return Outcome(
+                Status.RECONCILIATION_REQUIRED,
+                "",
+                "The provider did not answer; whether it ran the request is unknown.",
+            )
+        return Outcome(
+            Status.FAILED,
+            ErrorType.STALLED,
+            f"No text arrived for {self.limits.stall_timeout_s:g} s.",
+        )
+
+    def _stopped(self, now: float) -> list[Decision]:
+        if self.stop_reason == LEASE_LOST:
+            return [Abandon()]
+        return self._end(Outcome(Status.CANCELLED, "", wording.CANCELLED), now)
+
+    def _end(self, outcome: Outcome, now: float) -> list[Decision]:
+        """End the call: what is waiting is written first, whole."""
+        self.outcome = outcome
+        return [*self._flush(now, final=True), End(outcome)]
+
+    # --- coalescing ---------------------------------------------------------------------
+
+    def _flush_due(self) -> float:
+        return self._pending_since + FLUSH_INTERVAL_S
+
+    def _coalesced(self, now: float) -> list[Decision]:
+        """Write what is waiting when it is due: the first text delta by delta (it is what
+        users wait for), then about every FLUSH_INTERVAL_S or FLUSH_CHARS."""
+        if not self._writable():
+            return []
+        if (
+            now - self.first_text_at < FIRST_TEXT_UNCOALESCED_S
+            or now >= self._flush_due()
+            or self._pending_chars >= FLUSH_CHARS
+        ):
+            return self._flush(now, final=False)
+        return []
+
+    def _writable(self) -> bool:
+        return bool(self._split()[0])
+
+    def _split(self) -> tuple[str, str]:
+        """Split what is waiting into what may be written now and what must wait.
+
+        A chunk never ends in an odd run of backslashes while the stream goes on: the
+        last one may escape the next text, and each delta is unescaped on its own.
+        """
+        chunk = "".join(self._pending)
+        backslashes = len(chunk) - len(chunk.rstrip("\\"))
+        return (chunk[:-1], chunk[-1]) if backslashes % 2 else (chunk, "")
+
+    def _flush(self, now: float, *, final: bool) -> list[Decision]:
+        chunk, held = ("".join(self._pending), "") if final else self._split()
+        self._pending = [held] if held else []
+        self._pending_chars = len(held)
+        self._pending_since = now
+        return [Write(chunk)] if chunk else []
