@@ -79,7 +79,7 @@ if env_bool("DJANGO_TLS_PROXY", False):
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "reports.apps.AdminConfig",  # Django's admin, its login throttled
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
