@@ -73,7 +73,7 @@ LAYERS = [
             "reports.streaming.sse",
             "reports.observability.views",
             "reports.health",
-            "reports.serving.submission_form",
+            "reports.submissions.form",
             "reports.admin",
         ],
     ),
