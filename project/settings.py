@@ -348,7 +348,8 @@ REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
 REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
-# SIGTERM on a web process: how long open streams get to close before it stops (asgi.py).
+# SIGTERM on a web process: how long open streams get to close before it stops
+# (reports/serving/stopping.py).
 REPORTS_DRAIN_S = env_number("REPORTS_DRAIN_S", 10, minimum=0)
 # Open streams (SSE and WebSocket together) one user may hold in one process.
 REPORTS_MAX_STREAMS_PER_USER = env_int("REPORTS_MAX_STREAMS_PER_USER", 20, minimum=1)
