@@ -79,7 +79,7 @@ if env_bool("DJANGO_TLS_PROXY", False):
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "reports.apps.AdminConfig",  # Django's admin, its login throttled
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -258,7 +258,14 @@ def reports_storage() -> dict:
         raise ImproperlyConfigured(f"REPORTS_STORAGE must be local or s3, not {kind!r}")
     if not env_str("AWS_STORAGE_BUCKET_NAME"):
         raise ImproperlyConfigured("REPORTS_STORAGE=s3 needs AWS_STORAGE_BUCKET_NAME.")
-    from botocore.config import Config
+    try:
+        import storages  # noqa: F401 (django-storages: reports/object_store.py's base)
+        from botocore.config import Config
+    except ImportError as exc:
+        raise ImproperlyConfigured(
+            "REPORTS_STORAGE=s3 needs the object store's libraries: install the 's3' extra "
+            "(pip install 'reportline[s3]')."
+        ) from exc
 
     # Bounded waits: a store that does not answer fails a save in seconds, not minutes.
     timeout = env_number("REPORTS_STORAGE_TIMEOUT_S", 10, minimum=0.1)
@@ -297,6 +304,15 @@ REPORTS_PROVIDERS = {
             "seed": env_int("REPORTS_SIMULATED_SEED", 0),
         },
     },
+    # Any OpenAI-compatible server: OpenAI, vLLM, Ollama (http://127.0.0.1:11434/v1), llama.cpp.
+    "openai": {
+        "BACKEND": "reports.providers.openai.OpenAIProvider",
+        "OPTIONS": {
+            "base_url": env_str("OPENAI_BASE_URL", "https://api.openai.com/v1"),
+            "api_key": env_str("OPENAI_API_KEY"),
+            "connect_timeout_s": env_number("REPORTS_PROVIDER_CONNECT_TIMEOUT_S", 10, minimum=0.01),
+        },
+    },
 }
 if REPORTS_PROVIDERS["simulated"]["OPTIONS"]["profile"]:
     from reports.providers.pacing import PROFILES as _PROFILES  # no models: safe here
@@ -332,7 +348,8 @@ REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
 REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
-# SIGTERM on a web process: how long open streams get to close before it stops (asgi.py).
+# SIGTERM on a web process: how long open streams get to close before it stops
+# (reports/serving/stopping.py).
 REPORTS_DRAIN_S = env_number("REPORTS_DRAIN_S", 10, minimum=0)
 # Open streams (SSE and WebSocket together) one user may hold in one process.
 REPORTS_MAX_STREAMS_PER_USER = env_int("REPORTS_MAX_STREAMS_PER_USER", 20, minimum=1)
@@ -344,18 +361,7 @@ REPORTS_METRICS_TOKEN = env_str("REPORTS_METRICS_TOKEN")  # bearer token for /me
 # Log a warning naming who held the event loop when it answers later than this.
 REPORTS_LOOP_LAG_WARN_MS = env_number("REPORTS_LOOP_LAG_WARN_MS", 100, minimum=1)
 REPORTS_LATENCY_SMALL_SAMPLE = env_int("REPORTS_LATENCY_SMALL_SAMPLE", 20, minimum=1)
-# --- The openai provider and the context budget ------------------------------------------
-# Any OpenAI-compatible server: OpenAI, vLLM, Ollama (http://127.0.0.1:11434/v1), llama.cpp.
-OPENAI_BASE_URL = env_str("OPENAI_BASE_URL", "https://api.openai.com/v1")
-OPENAI_API_KEY = env_str("OPENAI_API_KEY")
-REPORTS_PROVIDERS["openai"] = {
-    "BACKEND": "reports.providers.openai.OpenAIProvider",
-    "OPTIONS": {
-        "base_url": OPENAI_BASE_URL,
-        "api_key": OPENAI_API_KEY,
-        "connect_timeout_s": env_number("REPORTS_PROVIDER_CONNECT_TIMEOUT_S", 10, minimum=0.01),
-    },
-}
+# --- The context budget ------------------------------------------------------------------
 # The model's context window in tokens: input (cut to fit, see reports/providers/prompts.py) plus
 # the output cap must fit in it.
 REPORTS_CONTEXT_TOKENS = env_int("REPORTS_CONTEXT_TOKENS", 128_000, minimum=1)

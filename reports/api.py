@@ -20,6 +20,7 @@ from reports import lifecycle, presentation, storage, submissions
 from reports.auth import ApiError, api_view, owned_task
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.observability import tracing
+from reports.submissions import form as submission_form
 
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000  # fifty million tasks: far past any list, well inside the database's numbers
@@ -145,7 +146,7 @@ def tasks(request: HttpRequest, user) -> JsonResponse:
 
 
 def create_task(request: HttpRequest, user) -> JsonResponse:
-    submission = submissions.read_submission(request)
+    submission = submission_form.read_submission(request)
     # With reuse=1, an earlier report of the same documents is offered at once, reserving
     # nothing; without it a new task is always created (docs/api.md).
     earlier = submissions.earlier_result(user, submission)
@@ -172,9 +173,9 @@ def _submitted(request: HttpRequest, user, submission: submissions.Submission) -
 def retry(request: HttpRequest, user, task_id) -> JsonResponse:
     """Start a new task from an ended task's stored documents; the old task stays as it was."""
     task = owned_task(user, task_id)
-    key = submissions.read_idempotency_key(request)
+    key = submission_form.read_idempotency_key(request)
     raw = request.POST.get("instructions")
-    instructions = None if raw is None else submissions.read_instructions(raw)
+    instructions = None if raw is None else submission_form.read_instructions(raw)
     return _submitted(request, user, submissions.resubmission(task, key, instructions))
 
 

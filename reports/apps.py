@@ -1,5 +1,13 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 from django.core.exceptions import ImproperlyConfigured
+
+
+class AdminConfig(admin_apps.AdminConfig):
+    """Django's admin, on a site whose login is throttled (reports.login_throttle)."""
+
+    default = False  # `reports` itself is ReportsConfig
+    default_site = "reports.login_throttle.ThrottledAdminSite"
 
 
 class ReportsConfig(AppConfig):

@@ -17,6 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from reports import upload_limits
 from reports.models import ApiToken, Task
+from reports.serving.errors import json_error
 from reports.upload_limits import MB
 
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
@@ -32,12 +33,7 @@ class ApiError(Exception):
         self.headers = headers or {}
 
     def response(self) -> JsonResponse:
-        response = JsonResponse(
-            {"error": {"code": self.code, "message": self.message}}, status=self.status
-        )
-        for name, value in self.headers.items():
-            response[name] = value
-        return response
+        return json_error(self.status, self.code, self.message, self.headers)
 
 
 NOT_FOUND = (404, "not_found", "No such task.")

@@ -1,7 +1,7 @@
 """Liveness and readiness for load balancers and orchestrators (docs/production.md).
 
 `/healthz` answers while the process serves at all. `/readyz` says whether it should be
-sent work: the database and the channel layer answer, and the process is not draining.
+sent work: the database and the channel layer answer, and the process is not stopping.
 Both are unauthenticated, so they say nothing but which check failed: no host, no error
 text, no version. A probe costs one `SELECT 1` and one message to the process's own
 channel, and probes arriving together share one check (at most one a second), so a flood
@@ -19,23 +19,13 @@ from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
 from reports.lanes import on_shared_db
+from reports.serving.stopping import is_stopping
 
 CHECK_TIMEOUT_S = 2.0  # a dependency slower than this is as good as down to a balancer
 FRESH_S = 1.0  # how long one check's answer serves later probes
 
-_draining = False
 _last: tuple[float, dict[str, bool]] | None = None
 _running: asyncio.Future | None = None
-
-
-def start_draining() -> None:
-    """From now on, answer not ready: the process is shutting down (project/asgi.py)."""
-    global _draining
-    _draining = True
-
-
-def is_draining() -> bool:
-    return _draining
 
 
 def _select_one() -> None:
@@ -99,10 +89,11 @@ async def healthz(request) -> JsonResponse:
 @require_GET
 async def readyz(request) -> JsonResponse:
     checks = await dependencies()
-    ready = all(checks.values()) and not is_draining()
+    stopping = is_stopping()
+    ready = all(checks.values()) and not stopping
     body = {
         "status": "ready" if ready else "unavailable",
         "checks": {name: "ok" if ok else "down" for name, ok in checks.items()},
-        "draining": is_draining(),
+        "draining": stopping,  # the answer's own word (docs/production.md)
     }
     return JsonResponse(body, status=200 if ready else 503)

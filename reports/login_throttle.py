@@ -20,6 +20,7 @@ import unicodedata
 from contextlib import contextmanager
 
 from django.conf import settings
+from django.contrib.admin import AdminSite
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.forms import AuthenticationForm
@@ -124,6 +125,13 @@ class ThrottledAuthenticationForm(ThrottledLoginMixin, AuthenticationForm):
 
 class ThrottledAdminAuthenticationForm(ThrottledLoginMixin, AdminAuthenticationForm):
     pass
+
+
+class ThrottledAdminSite(AdminSite):
+    """Django's admin site, its login throttled like the site's: the default admin site
+    (`reports.apps.AdminConfig`)."""
+
+    login_form = ThrottledAdminAuthenticationForm
 
 
 class ThrottledLoginView(LoginView):

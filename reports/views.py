@@ -16,6 +16,7 @@ from reports.auth import MB, ApiError
 from reports.models import Task
 from reports.parsers import SUPPORTED_EXTENSIONS
 from reports.providers import SCENARIOS
+from reports.submissions import form as submission_form
 
 
 @login_required
@@ -72,9 +73,9 @@ def retry(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
     key = request.POST.get("idempotency_key") or None
     raw = request.POST.get("instructions")
     try:
-        if key is not None and not submissions.IDEMPOTENCY_KEY.fullmatch(key):
+        if key is not None and not submission_form.IDEMPOTENCY_KEY.fullmatch(key):
             raise ApiError(400, "invalid_request", "The form is out of date; reload the page.")
-        instructions = None if raw is None else submissions.read_instructions(raw)
+        instructions = None if raw is None else submission_form.read_instructions(raw)
         submission = submissions.resubmission(found, key, instructions)
         task, _ = submissions.submit(request.user, submission)
     except ApiError as exc:

@@ -11,6 +11,7 @@ from django.db import OperationalError
 from django.test import AsyncClient
 
 from reports import health
+from reports.serving import stopping
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def fresh_checks(monkeypatch):
     monkeypatch.setattr(health, "_last", None)
     monkeypatch.setattr(health, "_running", None)
-    monkeypatch.setattr(health, "_draining", False)
+    monkeypatch.setattr(stopping, "_stopping", False)
 
 
 async def get(path: str):
@@ -82,8 +83,8 @@ async def test_a_dependency_that_hangs_is_down_after_a_bounded_wait(monkeypatch)
     assert (status, body["checks"]["channel_layer"]) == (503, "down")
 
 
-async def test_a_draining_process_is_alive_but_not_ready():
-    health.start_draining()
+async def test_a_stopping_process_is_alive_but_not_ready(monkeypatch):
+    monkeypatch.setattr(stopping, "_stopping", True)
     status, body = await get("/readyz")
     assert (status, body["status"], body["draining"]) == (503, "unavailable", True)
     assert await get("/healthz") == (200, {"status": "ok"})

@@ -3,8 +3,11 @@ on this process's disk; a store that cannot be reached fails a save, never a suc
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.files.storage import storages
 
 from project.settings import reports_storage
@@ -98,3 +101,14 @@ def test_an_upload_while_the_store_is_unreachable_is_a_503_and_makes_no_task(
     assert reply.status_code == 503
     assert reply.json()["error"]["code"] == "storage_unavailable"
     assert not Task.objects.exists()
+
+
+@pytest.mark.parametrize("missing", ["storages", "botocore"])
+def test_without_the_s3_extra_the_settings_name_what_to_install(monkeypatch, missing):
+    monkeypatch.setenv("REPORTS_STORAGE", "s3")
+    monkeypatch.setenv("AWS_STORAGE_BUCKET_NAME", "reports")
+    monkeypatch.setitem(sys.modules, missing, None)  # as if it were not installed
+    for name in [n for n in sys.modules if n.startswith(f"{missing}.")]:
+        monkeypatch.delitem(sys.modules, name)
+    with pytest.raises(ImproperlyConfigured, match=r"pip install 'reportline\[s3\]'"):
+        reports_storage()

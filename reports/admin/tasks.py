@@ -26,7 +26,6 @@ from reports.admin.inlines import (
 )
 from reports.admin.page import staff_page
 from reports.admin.timing import TimingAdminMixin
-from reports.login_throttle import ThrottledAdminAuthenticationForm
 from reports.models import (
     LEASED,
     ApiToken,
@@ -407,7 +406,3 @@ class ApiTokenAdmin(ReadOnlyAdmin):
     @admin.display(description="digest")
     def digest_prefix(self, token: ApiToken) -> str:
         return token.digest[:12] + "…"
-
-
-# Logins through the admin's own form are throttled like the site's (reports.login_throttle).
-admin.site.login_form = ThrottledAdminAuthenticationForm

@@ -9,10 +9,10 @@ import uuid
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.db import OperationalError
-from django.http import JsonResponse
 
 from reports.observability import logs, tracing
 from reports.observability.version import app_version
+from reports.serving.errors import json_error
 
 log = logging.getLogger("reports.http")
 
@@ -62,17 +62,12 @@ class RequestContextMiddleware:
         if not isinstance(exception, OperationalError):
             return None
         log.warning("database unavailable: %s", exception)
-        response = JsonResponse(
-            {
-                "error": {
-                    "code": "database_unavailable",
-                    "message": "The service is busy; retry in a few seconds.",
-                }
-            },
-            status=503,
+        return json_error(
+            503,
+            "database_unavailable",
+            "The service is busy; retry in a few seconds.",
+            {"Retry-After": str(DATABASE_RETRY_AFTER_S)},
         )
-        response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
-        return response
 
     def _begin(self, request) -> float:
         request.request_id = request_id_of(request)

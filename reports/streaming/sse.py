@@ -6,9 +6,11 @@ import asyncio
 import json
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils.cache import patch_cache_control
 
 from reports.auth import ApiError, authenticate, owned_task
 from reports.models import TERMINAL, Task
+from reports.serving.stopping import long_lived
 from reports.streaming import follower, limits
 
 KEEPALIVE_S = 15.0
@@ -32,6 +34,7 @@ def _authorise_events(request: HttpRequest, task_id) -> tuple[Task, int, object]
     return owned_task(user, task_id), resume_point(request), user
 
 
+@long_lived
 async def events(request: HttpRequest, task_id) -> HttpResponse:
     if request.method != "GET":
         return ApiError(405, "method_not_allowed", "Use GET.", {"Allow": "GET"}).response()
@@ -43,7 +46,9 @@ async def events(request: HttpRequest, task_id) -> HttpResponse:
     if task.status in TERMINAL and after >= task.last_seq:
         # Nothing will ever follow: 204 is what makes an EventSource stop reconnecting
         # (docs/api.md), where an empty 200 stream would have it reconnect forever.
-        return HttpResponse(status=204)
+        finished = HttpResponse(status=204)
+        patch_cache_control(finished, no_store=True, private=True)
+        return finished
     slot = limits.take_slot(user)
     if slot is None:
         return ApiError(

@@ -15,7 +15,7 @@ import zipfile
 from reports.parsers import docx, parser_for, pdf
 from reports.parsers.base import InvalidContent, ParseError, UnsupportedContent
 from reports.rendering import render_markdown
-from reports.submissions import display_name
+from reports.submissions.form import display_name
 from reports.validation import validate_report
 from tests.parsers import samples
 from tests.security.hostile import assert_inert

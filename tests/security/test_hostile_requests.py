@@ -65,12 +65,36 @@ def test_an_unexpected_error_in_the_api_is_answered_as_json(alice_client, monkey
 
 
 @pytest.mark.parametrize(
-    "path",
-    ["/api/tasks", "/api/tasks/{id}", "/api/tasks/{id}/result", "/api/tasks/{missing}"],
+    ("method", "path", "status"),
+    [
+        ("get", "/api/tasks", 200),
+        ("get", "/api/tasks/{id}", 200),
+        ("get", "/api/tasks/{id}/result", 200),
+        ("get", "/api/tasks/{missing}", 404),
+        # The event stream's own answers other than the stream itself.
+        ("get", "/api/tasks/{missing}/events", 404),
+        ("get", "/api/tasks/{id}/events?after=x", 400),
+        ("post", "/api/tasks/{id}/events", 405),
+        ("get", "/api/tasks/{id}/events?after={last}", 204),
+    ],
 )
-def test_private_api_answers_forbid_caching(alice_client, finished_task, path):
+def test_private_api_answers_forbid_caching(alice_client, finished_task, method, path, status):
     import uuid
 
-    response = alice_client.get(path.format(id=finished_task.pk, missing=uuid.uuid4()))
+    url = path.format(id=finished_task.pk, missing=uuid.uuid4(), last=finished_task.last_seq)
+    response = getattr(alice_client, method)(url)
+    assert response.status_code == status
     directives = {d.strip() for d in response["Cache-Control"].split(",")}
     assert {"no-store", "private"} <= directives
+
+
+def test_a_database_out_of_reach_is_not_cached(alice_client, monkeypatch):
+    from django.db import OperationalError, connection
+
+    def no_free_connection():
+        raise OperationalError("connection pool exhausted")
+
+    monkeypatch.setattr(connection, "ensure_connection", no_free_connection)
+    response = alice_client.get("/api/tasks")
+    assert response.status_code == 503
+    assert {"no-store", "private"} <= {d.strip() for d in response["Cache-Control"].split(",")}

@@ -1,4 +1,6 @@
-"""Turning an upload into a queued task: checks, idempotency, admission control, budget.
+"""The one door for a task's birth: a checked submission becomes a queued task, with
+idempotency, admission control and the budget (the request is read into a submission by
+reports/submissions/form.py).
 
 Everything that can reject a submission does so before anything is stored, except the
 budget reservation, which is made in the transaction that creates the task; when it is
@@ -12,43 +14,24 @@ import contextlib
 import hashlib
 import logging
 import math
-import re
-import unicodedata
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
-from pathlib import PurePath
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from reports import budgets, storage, wakeups
-from reports.auth import MB, ApiError, raise_if_upload_stopped
+from reports.auth import ApiError
 from reports.models import TERMINAL, CostStatus, Document, Lane, Status, Task
 from reports.observability import logs, task_logs, tracing
-from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
-from reports.parsers.base import InvalidContent, UnsupportedContent
 from reports.providers import SCENARIOS
 from reports.providers.prompts import PROMPT_VERSION
 
 # Any fixed number, other than the worker's claim lock: every creation takes this one.
 ADMISSION_LOCK = 7_240_502
-IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 log = logging.getLogger(__name__)
-# Control characters other than tab and newline; PostgreSQL refuses NUL in text outright.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-# Combining marks stacked on one character ("zalgo" text) beyond what any script needs.
-MAX_COMBINING_MARKS = 3
-_COMBINING_RUN = re.compile(
-    "[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]"
-    f"{{{MAX_COMBINING_MARKS + 1},}}"
-)
-
-
-def clean_text(text: str) -> str:
-    """Return form text fit for the database: no NUL or other control characters."""
-    return _CONTROL.sub("", text.replace("\r\n", "\n"))
 
 
 @dataclass(frozen=True)
@@ -84,118 +67,14 @@ class Submission:
         return digest.hexdigest()
 
 
-def read_idempotency_key(request) -> str | None:
-    """Return the request's Idempotency-Key header, or raise ApiError 400 for a bad one."""
-    key = request.headers.get("Idempotency-Key")
-    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
-        raise ApiError(
-            400, "invalid_request", "Idempotency-Key must be 1 to 255 printable ASCII characters."
-        )
-    return key
-
-
-def read_instructions(raw: str) -> str:
-    """Return form instructions fit to store, or raise ApiError 400 when they are too long."""
-    instructions = clean_text(raw).strip()
-    if len(instructions) > settings.REPORTS_MAX_INSTRUCTIONS_CHARS:
-        raise ApiError(
-            400,
-            "invalid_request",
-            f"Instructions are limited to {settings.REPORTS_MAX_INSTRUCTIONS_CHARS} characters.",
-        )
-    return instructions
-
-
-def read_submission(request) -> Submission:
-    """Return the checked submission of a POST /api/tasks, or raise ApiError."""
-    key = read_idempotency_key(request)
-    files = request.FILES.getlist("files")
-    # The upload limits may have stopped the parse: what arrived is incomplete.
-    raise_if_upload_stopped(request)
-    if not files:
-        raise ApiError(400, "invalid_request", _why_no_files(request))
-    if len(files) > settings.REPORTS_MAX_FILES:
-        raise ApiError(
-            413, "file_too_large", f"At most {settings.REPORTS_MAX_FILES} files per request."
-        )
-    instructions = read_instructions(request.POST.get("instructions", ""))
-    scenario = request.POST.get("scenario", "").strip() or "ok"
-    _check_scenario(scenario)
-    uploads = tuple(_checked_upload(f) for f in files)
-    total = sum(len(u.data) for u in uploads)
-    if total > settings.REPORTS_MAX_REQUEST_MB * MB:
-        raise ApiError(
-            413,
-            "file_too_large",
-            f"The files add up to more than {settings.REPORTS_MAX_REQUEST_MB:g} MB.",
-        )
-    # docs/api.md: reuse is opt-in; without it a new task is always created.
-    reuse = request.POST.get("reuse", "").strip().lower() in {"1", "true", "on", "yes"}
-    return Submission(uploads, instructions, scenario, key, reuse)
-
-
-def _check_scenario(scenario: str) -> None:
+def check_scenario(scenario: str) -> None:
+    """Raise ApiError 400 for a scenario this server does not run."""
     if scenario != "ok" and not settings.REPORTS_ALLOW_SCENARIOS:
         raise ApiError(400, "invalid_request", "Scenarios are not enabled on this server.")
     if scenario not in SCENARIOS:
         raise ApiError(
             400, "invalid_request", f"Unknown scenario {scenario!r}; one of {', '.join(SCENARIOS)}."
         )
-
-
-def _why_no_files(request) -> str:
-    """Say why a request brought no file: nothing was sent, or what was sent was unreadable."""
-    if "chunked" in request.headers.get("Transfer-Encoding", "").lower():
-        # Django reads a body only up to its Content-Length: a chunked body is never read.
-        return "Uploads must be sent with a Content-Length; a chunked request body is not read."
-    if request.POST or not int(request.META.get("CONTENT_LENGTH") or 0):
-        return "Choose at least one file to upload."
-    # A body arrived, yet no part of it was a readable field or file: Django skips a part
-    # whose headers are not UTF-8, such as a file name in another encoding.
-    return (
-        "No file could be read from the upload: send each file as a form part named "
-        "'files', with a file name in UTF-8."
-    )
-
-
-def _checked_upload(file) -> Upload:
-    name = display_name(file.name or "")
-    if file.size > settings.REPORTS_MAX_FILE_MB * MB:
-        raise ApiError(
-            413,
-            "file_too_large",
-            f"{name} is over the limit of {settings.REPORTS_MAX_FILE_MB:g} MB a file.",
-        )
-    extension = PurePath(name).suffix.lower()
-    parser = parser_for(name)
-    if parser is None:
-        raise ApiError(
-            415,
-            "unsupported_media_type",
-            f"{name}: only {' '.join(SUPPORTED_EXTENSIONS)} files are accepted.",
-        )
-    data = file.read()
-    if not data.strip():
-        raise ApiError(400, "invalid_request", f"{name} is empty.")
-    try:
-        parser.check(data)
-    except UnsupportedContent as exc:
-        raise ApiError(415, "unsupported_media_type", f"{name}: {exc}") from None
-    except InvalidContent as exc:
-        raise ApiError(400, "invalid_request", f"{name}: {exc}") from None
-    return Upload(name, extension, data)
-
-
-def display_name(raw: str) -> str:
-    """Return the file's own name: no path parts, no control or direction-changing
-    characters, no towers of combining marks, not too long."""
-    name = unicodedata.normalize("NFC", raw).replace("\\", "/").rsplit("/", 1)[-1]
-    name = "".join(ch for ch in name if ch.isprintable()).strip()
-    name = _COMBINING_RUN.sub(lambda m: m[0][:MAX_COMBINING_MARKS], name) or "upload"
-    if len(name) > 200:
-        stem, dot, ext = name.rpartition(".")
-        name = (stem[:190] + "…" + dot + ext) if dot and len(ext) <= 8 else name[:200]
-    return name
 
 
 def submit(user, submission: Submission) -> tuple[Task, bool]:
@@ -219,7 +98,10 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
             _limit_rate(user)
             _admit()
             task = _create(user, submission, names)
+            # Idle supervisors hear of the task once it is committed: in other
+            # processes through the database, in this one directly.
             wakeups.announce_new_task()
+            transaction.on_commit(lambda: wakeups.notify(wakeups.NEW_TASK))
     except IntegrityError:
         storage.delete_uploads(names)
         existing = _replay(user, submission)
@@ -229,7 +111,6 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     except BaseException:
         storage.delete_uploads(names)
         raise
-    transaction.on_commit(lambda: wakeups.notify(wakeups.NEW_TASK))
     logs.log_event(
         log,
         "task.admitted",
@@ -391,7 +272,7 @@ def resubmission(
     """
     if task.status not in TERMINAL:
         raise ApiError(409, "task_not_finished", f"The task has not ended yet: {task.status}.")
-    _check_scenario(task.scenario)  # the server may have turned scenarios off since
+    check_scenario(task.scenario)  # the server may have turned scenarios off since
     uploads = tuple(
         Upload(d.name, d.extension, storage.read_upload(d.storage_name))
         for d in task.documents.order_by("position")
