@@ -58,8 +58,14 @@ test("the socket resumes after the last seq received", () => {
 });
 
 test("the address follows the page's scheme and carries the seq", () => {
-  assert.equal(socketUrl("/ws/tasks/t/", 3, "https://example.org/tasks/t/"), "wss://example.org/ws/tasks/t/?after=3");
-  assert.equal(socketUrl("/ws/tasks/t/", 0, "http://127.0.0.1:8000/x"), "ws://127.0.0.1:8000/ws/tasks/t/?after=0");
+  assert.equal(
+    socketUrl("/ws/tasks/t/", 3, "https://example.org/tasks/t/"),
+    "wss://example.org/ws/tasks/t/?after=3"
+  );
+  assert.equal(
+    socketUrl("/ws/tasks/t/", 0, "http://127.0.0.1:8000/x"),
+    "ws://127.0.0.1:8000/ws/tasks/t/?after=0"
+  );
 });
 
 test("open is live; a close waits, then tries again", () => {
@@ -115,7 +121,7 @@ test("Try now brings the scheduled try forward, and only then", () => {
   assert.equal(sockets.length, 2);
 });
 
-test("a refused handshake waits for the session check; a session that ended stops it all", async () => {
+test("a refused handshake waits for the session check; an ended session stops it", async () => {
   const { clock, connection, sockets, last, state } = page({ ended: true, random: () => 0 });
   connection.start();
   last().drop(); // refused: never opened

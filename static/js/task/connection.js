@@ -193,7 +193,8 @@ export class Connection {
     }
     const now = this.clock.now();
     const silent = this.opened && now - this.heardAt > this.silenceMs;
-    const hung = !this.opened && socket.readyState === 0 && now - this.openedAt > CONNECT_TIMEOUT_MS;
+    const hung =
+      !this.opened && socket.readyState === 0 && now - this.openedAt > CONNECT_TIMEOUT_MS;
     if (silent || hung) {
       this.drop();
       this.stats.reconnects += 1;
