@@ -37,31 +37,40 @@ function start(root) {
   const retryForm = root.querySelector("[data-retry]");
   const firstTextShown = firstTextReporter(root);
   let receivedSeq = Number(root.dataset.seq) || 0;
-  let connection = null;
 
-  const coalescer = new Coalescer(
-    {
-      get attempt() {
-        return text.attempt;
-      },
-      get data() {
-        return text.data;
-      },
-      set seq(seq) {
-        text.seq = seq;
-      },
-      write: (words) => follow.around(() => text.write(words)),
-      startAttempt: (number) => text.startAttempt(number),
+  const coalescer = new Coalescer(text, {
+    requestFrame: (callback) => requestAnimationFrame(callback),
+    stats,
+    writing: (write) => follow.around(write),
+    written: () => {
+      status.written();
+      firstTextShown();
     },
-    {
-      requestFrame: (callback) => requestAnimationFrame(callback),
-      stats,
-      written: () => {
-        status.written();
-        firstTextShown();
-      },
-    }
+  });
+
+  const line = new ConnectionLine(
+    root.querySelector("[data-connection]"),
+    root.querySelector("[data-announcer]"),
+    { now }
   );
+  const connection = new Connection({
+    url: (after) => socketUrl(root.dataset.socketUrl, after, window.location.href),
+    resumeAfter: () => receivedSeq,
+    heartbeatMs: Number(root.dataset.heartbeatMs),
+    ceilings: window.reportlineReconnectMs || RETRY_CEILINGS_MS,
+    clock: {
+      now,
+      setTimeout: (callback, ms) => setTimeout(callback, ms),
+      clearTimeout: (timer) => clearTimeout(timer),
+      setInterval: (callback, ms) => setInterval(callback, ms),
+      clearInterval: (timer) => clearInterval(timer),
+    },
+    openSocket: (url) => new WebSocket(url),
+    sessionEnded: () => sessionEnded(root.dataset.taskUrl),
+    received: receive,
+    changed: (change) => line.show(change),
+    stats,
+  });
 
   function receive(message) {
     const batch = readMessage(message);
@@ -74,7 +83,9 @@ function start(root) {
     const succeeded = batch.swaps.querySelector('[data-task-status="succeeded"]');
     const place = succeeded ? follow.place() : null;
     for (const item of fresh.items) {
-      stats.deltas += item.starts ? 0 : 1;
+      if (!item.starts) {
+        stats.deltas += 1;
+      }
       coalescer.push(item);
     }
     receivedSeq = fresh.seq;
@@ -107,29 +118,6 @@ function start(root) {
     status.sync();
   }
 
-  const line = new ConnectionLine(
-    root.querySelector("[data-connection]"),
-    root.querySelector("[data-announcer]"),
-    { now }
-  );
-  connection = new Connection({
-    url: (after) => socketUrl(root.dataset.socketUrl, after, window.location.href),
-    resumeAfter: () => receivedSeq,
-    heartbeatMs: Number(root.dataset.heartbeatMs),
-    ceilings: window.reportlineReconnectMs || RETRY_CEILINGS_MS,
-    clock: {
-      now,
-      setTimeout: (callback, ms) => setTimeout(callback, ms),
-      clearTimeout: (timer) => clearTimeout(timer),
-      setInterval: (callback, ms) => setInterval(callback, ms),
-      clearInterval: (timer) => clearInterval(timer),
-    },
-    openSocket: (url) => new WebSocket(url),
-    sessionEnded: () => sessionEnded(root.dataset.taskUrl),
-    received: receive,
-    changed: (change) => line.show(change),
-    stats,
-  });
   line.tryNow.addEventListener("click", () => connection.tryNow());
   status.start(() => Boolean(text.data) && !connection.over);
   if (root.dataset.socketUrl) {

@@ -32,13 +32,15 @@ export function coalesce(items, shownAttempt) {
 /**
  * Hold the items that arrive and hand them to `text` once per animation frame.
  * `text` is a StreamText or anything with the same `attempt`, `data`, `seq`, `write(text)`
- * and `startAttempt(number)`; `written` is called after each write.
+ * and `startAttempt(number)`. Each write runs inside `writing` (which may look at the page
+ * before and after it), then `written` is called.
  */
 export class Coalescer {
-  constructor(text, { requestFrame, stats, written = () => {} }) {
+  constructor(text, { requestFrame, stats, writing = (write) => write(), written = () => {} }) {
     this.text = text;
     this.requestFrame = requestFrame;
     this.stats = stats;
+    this.writing = writing;
     this.written = written;
     this.pending = [];
     this.frameRequested = false;
@@ -63,7 +65,7 @@ export class Coalescer {
     this.pending = [];
     for (const step of steps) {
       if (step.text) {
-        this.text.write(step.text);
+        this.writing(() => this.text.write(step.text));
         this.stats.textWrites += 1;
         this.written();
       } else {
