@@ -16,6 +16,7 @@ from reports.auth import MB, ApiError
 from reports.models import Task
 from reports.parsers import SUPPORTED_EXTENSIONS
 from reports.providers import SCENARIOS
+from reports.streaming.consumers import HEARTBEAT_S
 from reports.submissions import form as submission_form
 
 
@@ -90,6 +91,8 @@ def _task_page(request, task: Task, *, reused: bool, error: ApiError | None = No
         retry_key=str(uuid.uuid4()),
         retry_error=error,
         max_instructions=settings.REPORTS_MAX_INSTRUCTIONS_CHARS,
+        # The page counts a silent socket as dead by the server's own heartbeat.
+        heartbeat_ms=round(HEARTBEAT_S * 1000),
     )
     if reused and context["succeeded"]:
         # Offered again for a new upload of the same documents: say so, and offer a new one.

@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from reports.models import Task
+from reports.streaming.consumers import HEARTBEAT_S
 from tests.helpers import run_all, submit, task_of, tasks_of_every_kind
 
 pytestmark = pytest.mark.django_db
@@ -107,7 +108,9 @@ def test_queued_task_page_has_the_hooks(alice_client):
     assert re.search(r"data-incomplete hidden", html)
     assert 'data-action="cancel"' in html
     assert "data-download" not in html
-    assert f'ws-connect="/ws/tasks/{task.pk}/?after=0"' in html
+    assert f'data-socket-url="/ws/tasks/{task.pk}/"' in html
+    # The page judges a silent socket by the consumer's own heartbeat, not a second number.
+    assert f'data-heartbeat-ms="{round(HEARTBEAT_S * 1000)}"' in html
     assert 'aria-live="polite"' in html
     assert_secure_headers(response)
     assert response["Cache-Control"] == "no-store"
@@ -127,7 +130,7 @@ def test_succeeded_task_page_shows_the_rendered_report_and_download(alice_client
     assert "data-download" in html
     assert 'data-action="cancel"' not in html
     assert re.search(r"data-report-stream[^>]*hidden", html)
-    assert "ws-connect" not in html  # nothing more will happen
+    assert "data-socket-url" not in html  # nothing more will happen
     assert f'data-seq="{task.last_seq}"' in html
     assert 'class="align-right"' in html  # the terms table, aligned without inline style
     assert_no_inline_code(html)

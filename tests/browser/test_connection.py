@@ -25,6 +25,15 @@ def proxy(slow_server) -> Iterator[Proxy]:
     proxy.close()
 
 
+# Counts the sockets the page opens, whichever way it opens them.
+COUNT_SOCKETS = """
+window.__sockets = 0;
+window.WebSocket = class extends WebSocket {
+  constructor(...args) { super(...args); window.__sockets += 1; }
+};
+"""
+
+
 def open_through(page, proxy: Proxy, task_id: str) -> None:
     """Open the task page through the proxy (the session cookie is the same host's)."""
     page.goto(f"{proxy.url}/tasks/{task_id}/")
@@ -36,6 +45,8 @@ def test_a_page_whose_session_ended_says_so_and_stops_trying(
 ):
     problems.allow("WebSocket connection to", "401 (Unauthorized)", "[object Event]")
     page = open_page(slow_server)
+    page.add_init_script(COUNT_SOCKETS)
+    page.clock.install()  # the page's timers run on a clock the test can move on
     task_id = upload(page, sample_file, scenario="slow")
     open_through(page, proxy, task_id)
 
@@ -50,8 +61,11 @@ def test_a_page_whose_session_ended_says_so_and_stops_trying(
     expect(login).to_be_visible()
     assert login.get_attribute("href") == f"/accounts/login/?next=/tasks/{task_id}/"
     # Once refused, it stops: no further handshakes (the one fetch of the session check
-    # is the other connection counted), however long the page stays open.
-    page.wait_for_timeout(5_000)
+    # is the other connection counted), however long the page stays open: ten minutes
+    # of the page's time, past every wait between tries, run at once.
+    sockets = page.evaluate("window.__sockets")
+    page.clock.run_for(600_000)
+    assert page.evaluate("window.__sockets") == sockets
     assert proxy.connections - handshakes <= 2
     expect(connection).to_have_attribute("data-connection", "signed-out")
 
@@ -68,13 +82,28 @@ def test_a_cut_network_shows_reconnecting_then_live_again(
 ):
     problems.allow("WebSocket connection to", "[object Event]")
     page = open_page(slow_server)
+    page.add_init_script(COUNT_SOCKETS)
+    page.clock.install()  # the page's timers run on a clock the test can move on
     task_id = upload(page, sample_file, scenario="slow")
     open_through(page, proxy, task_id)
     connection = page.locator("[data-connection]")
+    heartbeat_ms = int(page.locator("[data-live]").get_attribute("data-heartbeat-ms"))
+    # Text comes every tenth of a second from now on: the socket's silence starts at the freeze.
+    page.wait_for_function(
+        "() => document.querySelector('[data-report-stream]').textContent.length > 0"
+    )
 
     proxy.freeze()  # nothing closes: the socket just carries nothing any more
-    expect(connection).to_have_attribute("data-connection", "reconnecting", timeout=30_000)
+    sockets = page.evaluate("window.__sockets")
+    # Two heartbeats missed is not yet a dead connection...
+    page.clock.run_for(2 * heartbeat_ms)
+    expect(connection).to_have_attribute("data-connection", "live")
+    assert page.evaluate("window.__sockets") == sockets
+    # ...but a silence of three is: the socket is replaced, without waiting for a close.
+    page.clock.run_for(heartbeat_ms)
+    expect(connection).to_have_attribute("data-connection", "reconnecting")
     expect(connection).to_be_visible()
+    assert page.evaluate("window.__sockets") == sockets + 1
 
     proxy.thaw()
     expect(connection).to_have_attribute("data-connection", "live", timeout=30_000)

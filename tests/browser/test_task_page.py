@@ -148,6 +148,36 @@ def test_a_cancel_that_comes_too_late_says_so(open_page, slow_server, sample_fil
     expect(page.locator("[data-report-rendered]")).to_be_visible()
 
 
+def test_a_cancel_refused_is_read_by_its_code_not_its_words(
+    open_page, slow_server, sample_file, problems
+):
+    problems.allow("409 (Conflict)")
+    page = open_page(slow_server)
+    upload(page, sample_file)
+    wait_for_text(page, 10)
+    # Each refusal's words say the opposite of its code: only the code may count.
+    answer = {}
+    page.route("**/cancel", lambda route: route.fulfill(status=409, json={"error": answer}))
+    cancel = page.locator("[data-action=cancel]")
+    outcome = page.locator("[data-cancel-outcome]")
+    region = page.locator("[data-status-region]")  # focused once the answer was read
+
+    answer.update(code="other_conflict", message="The report finished first.")
+    cancel.click()
+    expect(region).to_be_focused()
+    expect(outcome).to_have_text("The report finished first.")  # said, and not taken as an end
+    expect(cancel).to_be_enabled()
+
+    # The task ended, and the page has not heard how yet: it says so once the status does.
+    answer.update(code="task_finished", message="The task ended before the cancel.")
+    cancel.click()
+    expect(region).to_be_focused()
+    expect(outcome).to_have_text("Cancelling…")
+    expect(cancel).to_be_disabled()
+    wait_for_status(page, "succeeded")
+    expect(outcome).to_have_text("The report finished before the cancel took effect.")
+
+
 @pytest.mark.parametrize(
     ("scenario", "reason", "partial"),
     [

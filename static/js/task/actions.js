@@ -1,0 +1,115 @@
+// What the reader can do on the page: cancel, copy the report, download the partial text.
+// An answer's error is read by its `code` (docs/api.md), never by its words.
+
+const FINISHED_FIRST = "The report finished before the cancel took effect.";
+const ENDED_FIRST = "The task ended before the cancel took effect.";
+
+/** Return the cancel's outcome line once the task ended with `status` ("" when cancelled:
+ * the status line and the notice say so). */
+export function cancelOutcome(status) {
+  if (status === "cancelled") {
+    return "";
+  }
+  return status === "succeeded" ? FINISHED_FIRST : ENDED_FIRST;
+}
+
+export function csrfToken() {
+  try {
+    return JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRFToken"];
+  } catch {
+    return "";
+  }
+}
+
+export class Actions {
+  constructor(root, { status, text }) {
+    this.root = root;
+    this.status = status; // the StatusLine
+    this.text = text; // the StreamText
+    this.outcome = root.querySelector("[data-cancel-outcome]");
+    this.statusRegion = root.querySelector("[data-status-region]");
+    this.cancelRequested = false;
+    // Delegated: htmx swaps the buttons in and out with the status.
+    const handlers = {
+      cancel: (event, button) => this.cancel(event, button),
+      copy: () => this.copy(),
+      "download-partial": () => this.downloadPartial(),
+    };
+    document.addEventListener("click", (event) => {
+      const button = event.target.closest("[data-action]");
+      const handler = button && handlers[button.dataset.action];
+      if (handler) {
+        handler(event, button);
+      }
+    });
+  }
+
+  /** The task ended (the status line says how): a cancel under way learns which end won. */
+  ended(status) {
+    if (this.cancelRequested) {
+      this.outcome.textContent = cancelOutcome(status);
+    }
+  }
+
+  async cancel(event, button) {
+    event.preventDefault();
+    button.disabled = true;
+    this.cancelRequested = true;
+    this.outcome.textContent = "Cancelling…";
+    let answer;
+    try {
+      const response = await fetch(button.dataset.url, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
+      });
+      answer = { status: response.status, body: await response.json() };
+    } catch {
+      answer = null;
+    }
+    this.statusRegion.focus({ preventScroll: true });
+    if (answer && answer.status === 202) {
+      if (answer.body.status === "cancelled") {
+        this.outcome.textContent = ""; // the status line says it, once
+      } else if (!this.status.ended) {
+        this.outcome.textContent = "Cancel requested — stopping the report…";
+      }
+    } else if (answer && answer.body.error && answer.body.error.code === "task_finished") {
+      // The task ended first. Its status line says how, now or when it arrives.
+      if (this.status.ended) {
+        this.ended(this.status.status);
+      }
+    } else {
+      this.cancelRequested = false;
+      button.disabled = false;
+      const error = answer && answer.body.error;
+      this.outcome.textContent =
+        (error && error.message) || "The cancel did not reach the server; try again.";
+    }
+  }
+
+  copy() {
+    const report = this.root.querySelector("[data-report-rendered]");
+    const shown = report.hidden ? this.text.data : report.innerText;
+    const line = this.root.querySelector("[data-copy-outcome]");
+    const say = (words) => {
+      if (line) {
+        line.textContent = words;
+      }
+    };
+    navigator.clipboard.writeText(shown).then(
+      () => say("Copied."),
+      () => say("Copying was refused by the browser; select the text instead.")
+    );
+  }
+
+  downloadPartial() {
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(new Blob([this.text.data], { type: "text/markdown" }));
+    link.download = this.root.dataset.reportFilename.replace(/\.md$/, "-partial.md");
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+  }
+}

@@ -1,0 +1,99 @@
+// The status line: htmx swaps it in (#task-status) from the server's messages; this keeps
+// what the page adds to it in step: the running time, and the quiet writer's line.
+
+export const TERMINAL = ["succeeded", "failed", "cancelled", "reconciliation_required"];
+export const INCOMPLETE = ["failed", "cancelled", "reconciliation_required"];
+const QUIET_MS = 15000; // no text for this long while writing: the status line says so
+
+/** Return "42 s" or "3 min 05 s". */
+export function elapsedWords(ms) {
+  const seconds = Math.floor(ms / 1000);
+  return seconds < 60
+    ? `${seconds} s`
+    : `${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, "0")} s`;
+}
+
+export class StatusLine {
+  constructor(root, { now }) {
+    this.root = root;
+    this.now = now;
+    this.elapsed = root.querySelector("[data-elapsed]");
+    this.elapsedBase = null; // the running time the status line was rendered with
+    this.elapsedSince = 0; // when it was swapped in
+    this.elapsedFrom = null; // that status line's element
+    this.textAt = now(); // the last text written
+  }
+
+  get status() {
+    const line = this.root.querySelector("[data-task-status]");
+    return line ? line.dataset.taskStatus : "";
+  }
+
+  get ended() {
+    return TERMINAL.includes(this.status);
+  }
+
+  /** Start the clocks: the running time, and (while `listening()`: text shown, the socket
+   * followed) the check for a quiet writer. */
+  start(listening) {
+    this.sync();
+    setInterval(() => {
+      this.renderElapsed();
+      this.quietCheck(listening());
+    }, 1000);
+  }
+
+  /** Text was written: the report is being written. */
+  written() {
+    this.textAt = this.now();
+    this.setStage("writing", "writing the report");
+  }
+
+  setStage(value, words) {
+    const stage = this.root.querySelector("#task-status [data-stage]");
+    if (stage && (stage.dataset.stage !== value || stage.textContent !== words)) {
+      stage.dataset.stage = value;
+      stage.textContent = words;
+    }
+  }
+
+  // No text for a while: say what the page is waiting for, not "writing the report".
+  quietCheck(listening) {
+    if (this.status !== "running" || !listening) {
+      return;
+    }
+    const quiet = Math.floor((this.now() - this.textAt) / 1000);
+    if (quiet * 1000 >= QUIET_MS) {
+      this.setStage(
+        "quiet",
+        `no new text for ${quiet} s — waiting for the writer, or for a worker to take over…`
+      );
+    }
+  }
+
+  /** Follow a status line htmx swapped in: its running time starts the count anew. */
+  sync() {
+    const line = this.root.querySelector("[data-task-status]");
+    if (line === this.elapsedFrom) {
+      return; // the same status line: keep counting
+    }
+    this.elapsedFrom = line;
+    const ms = line && line.dataset.elapsedMs;
+    if (ms === undefined || ms === null || ms === "") {
+      this.elapsedBase = null;
+      this.elapsed.hidden = true;
+      return;
+    }
+    this.elapsedBase = Number(ms);
+    this.elapsedSince = this.now();
+    this.elapsed.hidden = false;
+    this.renderElapsed();
+  }
+
+  renderElapsed() {
+    if (this.elapsedBase !== null) {
+      const ms = this.elapsedBase + this.now() - this.elapsedSince;
+      this.elapsed.textContent = `running for ${elapsedWords(ms)}`;
+    }
+  }
+}

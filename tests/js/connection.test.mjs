@@ -1,0 +1,185 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import {
+  CONNECT_TIMEOUT_MS,
+  Connection,
+  LOST_AFTER,
+  SESSION_CHECK_MS,
+  silenceLimitMs,
+  socketUrl,
+} from "../../static/js/task/connection.js";
+import { FakeClock, FakeSocket } from "./fakes.mjs";
+
+const HEARTBEAT_MS = 10000;
+const CEILINGS = [500, 1000, 2000, 4000, 8000, 10000];
+
+function page({ ended = false, random = () => 1 } = {}) {
+  const clock = new FakeClock();
+  const sockets = [];
+  const states = [];
+  const received = [];
+  let seq = 7;
+  const stats = { reconnects: 0 };
+  const connection = new Connection({
+    url: (after) => `ws://host/ws/tasks/t/?after=${after}`,
+    resumeAfter: () => seq,
+    heartbeatMs: HEARTBEAT_MS,
+    ceilings: CEILINGS,
+    clock,
+    random,
+    openSocket: (url) => {
+      const socket = new FakeSocket(url);
+      sockets.push(socket);
+      return socket;
+    },
+    sessionEnded: () => Promise.resolve(ended),
+    received: (data) => {
+      received.push(data);
+      seq += 1;
+    },
+    changed: (change) => states.push(change),
+    stats,
+  });
+  const last = () => sockets[sockets.length - 1];
+  const state = () => states[states.length - 1];
+  return { clock, sockets, states, received, stats, connection, last, state };
+}
+
+test("the socket resumes after the last seq received", () => {
+  const { connection, last } = page();
+  connection.start();
+  assert.equal(last().url, "ws://host/ws/tasks/t/?after=7");
+  last().open();
+  last().message("<template data-batch data-seq=8></template>");
+  last().drop();
+  connection.tryNow();
+  assert.equal(last().url, "ws://host/ws/tasks/t/?after=8");
+});
+
+test("the address follows the page's scheme and carries the seq", () => {
+  assert.equal(
+    socketUrl("/ws/tasks/t/", 3, "https://example.org/tasks/t/"),
+    "wss://example.org/ws/tasks/t/?after=3"
+  );
+  assert.equal(
+    socketUrl("/ws/tasks/t/", 0, "http://127.0.0.1:8000/x"),
+    "ws://127.0.0.1:8000/ws/tasks/t/?after=0"
+  );
+});
+
+test("open is live; a close waits, then tries again", () => {
+  const { clock, connection, sockets, last, state } = page({ random: () => 0 });
+  connection.start();
+  last().open();
+  assert.equal(state().state, "live");
+  last().drop();
+  assert.deepEqual(state(), { state: "reconnecting", phase: "waiting", retryAt: 250 });
+  clock.advance(249);
+  assert.equal(sockets.length, 1);
+  clock.advance(1);
+  assert.equal(sockets.length, 2);
+  assert.deepEqual(state(), { state: "reconnecting", phase: "trying", retryAt: null });
+  last().open();
+  assert.equal(state().state, "live");
+});
+
+test("five failed tries in a row are lost; it goes on trying; a message resets the count", () => {
+  const { clock, connection, sockets, last, state, stats } = page();
+  connection.start();
+  last().open();
+  for (let failure = 1; failure <= LOST_AFTER; failure += 1) {
+    last().drop();
+    assert.equal(state().state, failure < LOST_AFTER ? "reconnecting" : "lost");
+    clock.advance(state().retryAt - clock.now());
+    last().open(); // open, but closed again before any message
+  }
+  assert.equal(stats.reconnects, LOST_AFTER);
+  last().drop();
+  assert.equal(state().state, "lost");
+  assert.equal(state().retryAt - clock.now(), 10000); // the last ceiling repeats
+  clock.advance(10000);
+  assert.equal(sockets.length, LOST_AFTER + 2);
+  last().open();
+  last().message("batch");
+  last().drop();
+  assert.equal(state().state, "reconnecting");
+  assert.equal(state().retryAt - clock.now(), 500);
+});
+
+test("Try now brings the scheduled try forward, and only then", () => {
+  const { connection, sockets, last, state } = page();
+  connection.start();
+  connection.tryNow(); // a try is under way: nothing to bring forward
+  assert.equal(sockets.length, 1);
+  last().open();
+  last().drop();
+  connection.tryNow();
+  assert.equal(sockets.length, 2);
+  assert.equal(state().phase, "trying");
+  connection.tryNow();
+  assert.equal(sockets.length, 2);
+});
+
+test("a refused handshake waits for the session check; an ended session stops it", async () => {
+  const { clock, connection, sockets, last, state } = page({ ended: true, random: () => 0 });
+  connection.start();
+  last().drop(); // refused: never opened
+  assert.equal(state().retryAt - clock.now(), SESSION_CHECK_MS);
+  await Promise.resolve();
+  await Promise.resolve();
+  assert.deepEqual(state(), { state: "signed-out", phase: null, retryAt: null });
+  clock.advance(3600_000);
+  assert.equal(sockets.length, 1);
+  assert.equal(state().state, "signed-out");
+});
+
+test("a session still valid keeps trying after a refused handshake", async () => {
+  const { clock, connection, sockets, last, state } = page({ ended: false });
+  connection.start();
+  last().drop();
+  await Promise.resolve();
+  await Promise.resolve();
+  assert.equal(state().state, "reconnecting");
+  clock.advance(SESSION_CHECK_MS);
+  assert.equal(sockets.length, 2);
+});
+
+test("a silent socket is replaced after the heartbeat's silence limit, not before", () => {
+  const { clock, connection, sockets, last, state, stats } = page();
+  const limit = silenceLimitMs(HEARTBEAT_MS);
+  assert.ok(limit > 2 * HEARTBEAT_MS, "two heartbeats missed is not yet a dead connection");
+  connection.start();
+  last().open();
+  clock.advance(HEARTBEAT_MS);
+  last().message("heartbeat");
+  clock.advance(limit);
+  assert.equal(sockets.length, 1);
+  clock.advance(1000);
+  assert.equal(sockets.length, 2);
+  assert.ok(sockets[0].closed);
+  assert.equal(stats.reconnects, 1);
+  assert.equal(state().state, "reconnecting");
+  sockets[0].drop(); // the old socket's close, late: it schedules nothing
+  assert.equal(state().phase, "trying");
+});
+
+test("a handshake that hangs is replaced", () => {
+  const { clock, connection, sockets } = page();
+  connection.start();
+  clock.advance(CONNECT_TIMEOUT_MS);
+  assert.equal(sockets.length, 1);
+  clock.advance(1000);
+  assert.equal(sockets.length, 2);
+});
+
+test("once the task ended, a close is not a lost connection", () => {
+  const { clock, connection, sockets, last, state } = page();
+  connection.start();
+  last().open();
+  connection.end();
+  assert.equal(state().state, "live");
+  assert.ok(sockets[0].closed);
+  clock.advance(3600_000);
+  assert.equal(sockets.length, 1);
+});
