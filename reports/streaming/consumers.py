@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 TEMPLATE = "reports/task.html"
 MAX_BATCH_EVENTS = 200  # a replay of a long report goes out in a few messages, not one
 # A socket that carries nothing for this long gets an empty batch: the page counts a
-# silence of 25 s as a dead connection (docs/pages.md: data-connection).
+# silence of two and a half of them as a dead connection (docs/pages.md: data-connection).
 HEARTBEAT_S = 10.0
 # A queued page's place in line is re-sent at most this often: while a queue drains,
 # every claim moves every waiting page, and each refresh renders its line and wait
