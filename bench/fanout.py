@@ -16,7 +16,7 @@ frames on the same server.
 
 With --web and --workers it runs the capacity model's step instead (docs/capacity.md):
 scale-out only, the same S on each count of web processes (behind nginx) and workers,
-with what each stream costs (bench/costs.py); the results file records both counts.
+with what each stream costs (bench/meter.py); the results file records both counts.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import math
 import subprocess
 import time
 
-from bench import analysis, costs
+from bench import analysis
 from bench.harness import (
     PYTHON,
     ROOT,
@@ -39,6 +39,7 @@ from bench.harness import (
     serve,
     work,
 )
+from bench.meter import COST_KEYS, Meter
 
 PROFILE, SEED = "openai", 0
 # P99 lag at 100 streams: the embedded server shares one process; scale-out adds a hop.
@@ -84,7 +85,7 @@ def run_app(
         ]
     proxy = [balance(layout, servers, streams)] if web else []
     processes = servers + worker_processes + proxy
-    meter = costs.Meter(
+    meter = Meter(
         servers,
         worker_processes,
         proxy,
@@ -313,7 +314,7 @@ def run_steps(streams: int, servers: list[str], steps: list[tuple[int, int]], na
                 "%",
                 baseline=against.get("cpu_share", 0) * 100 or None,
             )
-            for key in costs.COST_KEYS:
+            for key in COST_KEYS:
                 results.add(f"{label} {key}", app.get(key))
             results.save()  # after each step: a late failure loses nothing
     results.show()

@@ -43,21 +43,44 @@ def private_storage(settings, tmp_path):
     settings.REPORTS_EMBEDDED_WORKER = False
 
 
-@pytest.fixture(autouse=True)
-def worker_lane_in_test_transaction(request, monkeypatch):
-    """Run the worker's own lane on the shared database thread in a test that runs inside
-    one transaction: its rows exist on that connection only, and it holds the lock."""
+REFUSED = (
+    "went to the worker's own lane in a test inside one transaction: ask for the "
+    "`worker_lane` fixture"
+)
+
+
+def in_one_transaction(request: pytest.FixtureRequest) -> bool:
+    """Whether the test runs inside one transaction, rolled back at its end (pytest-django's
+    default), rather than committing its writes."""
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in request.fixturenames or (
         marker is not None and (marker.kwargs.get("transaction") or marker.args[:1] == (True,))
     )
-    if not transactional:
-        monkeypatch.setattr(lanes, "on_worker_lane", lanes.on_shared_db)
+    return not transactional
+
+
+@pytest.fixture(autouse=True)
+def worker_lane_chosen_by_the_test(request, monkeypatch):
+    """Refuse the worker's own lane in a test inside one transaction that did not ask for
+    `worker_lane`: there it would wait for rows it cannot see, or for the lock. After a
+    test whose writes commit, close the lane's connection: its thread outlives the test,
+    and its connection must not hold the test database."""
+    if not in_one_transaction(request):
         yield
+        async_to_sync(lanes.on_worker_lane(connections.close_all))()
         return
+    refusals = []
+
+    def refused(fn):
+        # Raised where the worker calls, it may end in a task nobody awaits: the test
+        # fails at its end as well.
+        refusals.append(fn.__qualname__)
+        pytest.fail(f"{fn.__qualname__}: {REFUSED}")
+
+    monkeypatch.setattr(lanes, "on_worker_lane", refused)
     yield
-    # The lane's thread outlives the test: its connection must not hold the test database.
-    async_to_sync(lanes.on_worker_lane(connections.close_all))()
+    if refusals:
+        pytest.fail(f"{', '.join(sorted(set(refusals)))}: {REFUSED}")
 
 
 @pytest.fixture
@@ -95,13 +118,26 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def worker(clock) -> Supervisor:
+def worker_lane(request, monkeypatch) -> None:
+    """Choose the lane a worker's own writes (lease renewals, chunk writes, an attempt's
+    end) take in this test. In a test inside one transaction, the shared database thread:
+    the rows the test made exist on that connection only (and on SQLite it holds the write
+    lock), so the lane's own thread and connection would see none of them. In a test whose
+    writes commit, the real lane, as `tests/worker/test_lanes.py` needs."""
+    if in_one_transaction(request):
+        monkeypatch.setattr(lanes, "on_worker_lane", lanes.on_shared_db)
+
+
+@pytest.fixture
+def worker(clock, worker_lane) -> Supervisor:
+    """A worker of four slots on the fake clock, its lane as `worker_lane` says."""
     return Supervisor(slots=4, clock=clock)
 
 
 @pytest.fixture
-def scripted_worker(clock):
-    """Return a factory: a worker whose provider runs the given script."""
+def scripted_worker(clock, worker_lane):
+    """Return a factory: a worker whose provider runs the given script, its lane as
+    `worker_lane` says."""
 
     def make(script) -> Supervisor:
         return Supervisor(slots=4, clock=clock, provider=ScriptedProvider(script, clock))

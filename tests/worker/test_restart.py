@@ -18,6 +18,11 @@ from tests.browser.server import LiveServer
 from tests.helpers import SAMPLE, multipart, wait_for
 
 METRICS_TOKEN = "restart-test-metrics-token"
+LEASE_S = 30
+# The lease is renewed every LEASE_S / 5, so when its holder is killed it still has at least
+# 24 s to run: text from a second attempt this soon after the kill did not wait for it,
+# with room for a slow restart on a loaded machine.
+BEFORE_THE_LEASE_S = 20
 
 
 def call(server: LiveServer, token: str, path: str, body=None, content_type=None) -> bytes:
@@ -35,7 +40,7 @@ def server(tmp_path):
         tmp_path / "server",
         DATABASE_URL="",  # the demo's own SQLite, whatever this test run uses
         REDIS_URL="",
-        REPORTS_LEASE_S=30,
+        REPORTS_LEASE_S=LEASE_S,
         REPORTS_SIMULATED_TTFT_S=0.1,
         REPORTS_SIMULATED_TOKENS_PER_S=20,  # still streaming when it is killed
         REPORTS_METRICS_TOKEN=METRICS_TOKEN,
@@ -53,16 +58,16 @@ def test_a_restarted_server_streams_again_within_seconds_not_the_lease(server):
         return json.loads(call(server, token, f"/api/tasks/{task_id}"))
 
     wait_for(lambda: task()["text_length"] >= 20, "text from the first attempt", timeout=60)
-    server.stop(crash=True)  # SIGKILL mid-stream: the lease stays, 30 s from expiry
+    killed = time.monotonic()
+    server.stop(crash=True)  # SIGKILL mid-stream: the lease stays, 24 to 30 s from expiry
     server.start()
-    restarted = time.monotonic()
 
     now = wait_for(
         lambda: (t := task())["text_length"] > 0 and len(t["attempts"]) == 2 and t,
         "text from a second attempt",
         timeout=30,
     )
-    assert time.monotonic() - restarted < 5
+    assert time.monotonic() - killed < BEFORE_THE_LEASE_S
     first = now["attempts"][0]
     assert (first["status"], first["error_type"]) == ("interrupted", "worker_lost")
 
