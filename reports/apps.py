@@ -17,9 +17,9 @@ class ReportsConfig(AppConfig):
     def ready(self) -> None:
         from django.conf import settings
 
-        from reports import lanes
+        from reports import threads
 
-        lanes.shorten_switch_interval()
+        threads.shorten_switch_interval()
 
         if settings.REPORTS_OTEL:
             try:

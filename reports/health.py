@@ -18,8 +18,8 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
-from reports.lanes import on_shared_db
 from reports.serving.stopping import is_stopping
+from reports.threads import on_shared_db
 
 CHECK_TIMEOUT_S = 2.0  # a dependency slower than this is as good as down to a balancer
 FRESH_S = 1.0  # how long one check's answer serves later probes

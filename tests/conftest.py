@@ -18,7 +18,7 @@ from django.db import connections
 from django.test import Client
 
 from project.settings import reports_storage
-from reports import lanes
+from reports import threads
 from reports.clock import FakeClock
 from reports.models import ApiToken, Task
 from reports.observability.logs import JsonFormatter
@@ -44,8 +44,8 @@ def private_storage(settings, tmp_path):
 
 
 REFUSED = (
-    "went to the worker's own lane in a test inside one transaction: ask for the "
-    "`worker_lane` fixture"
+    "went to the worker's own thread in a test inside one transaction: ask for the "
+    "`worker_thread` fixture"
 )
 
 
@@ -60,14 +60,14 @@ def in_one_transaction(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture(autouse=True)
-def worker_lane_chosen_by_the_test(request, monkeypatch):
-    """Refuse the worker's own lane in a test inside one transaction that did not ask for
-    `worker_lane`: there it would wait for rows it cannot see, or for the lock. After a
-    test whose writes commit, close the lane's connection: its thread outlives the test,
+def worker_thread_chosen_by_the_test(request, monkeypatch):
+    """Refuse the worker's own thread in a test inside one transaction that did not ask for
+    `worker_thread`: there it would wait for rows it cannot see, or for the lock. After a
+    test whose writes commit, close that thread's connection: its thread outlives the test,
     and its connection must not hold the test database."""
     if not in_one_transaction(request):
         yield
-        async_to_sync(lanes.on_worker_lane(connections.close_all))()
+        async_to_sync(threads.on_worker_thread(connections.close_all))()
         return
     refusals = []
 
@@ -77,7 +77,7 @@ def worker_lane_chosen_by_the_test(request, monkeypatch):
         refusals.append(fn.__qualname__)
         pytest.fail(f"{fn.__qualname__}: {REFUSED}")
 
-    monkeypatch.setattr(lanes, "on_worker_lane", refused)
+    monkeypatch.setattr(threads, "on_worker_thread", refused)
     yield
     if refusals:
         pytest.fail(f"{', '.join(sorted(set(refusals)))}: {REFUSED}")
@@ -118,26 +118,26 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def worker_lane(request, monkeypatch) -> None:
-    """Choose the lane a worker's own writes (lease renewals, chunk writes, an attempt's
+def worker_thread(request, monkeypatch) -> None:
+    """Choose the thread a worker's own writes (lease renewals, chunk writes, an attempt's
     end) take in this test. In a test inside one transaction, the shared database thread:
     the rows the test made exist on that connection only (and on SQLite it holds the write
-    lock), so the lane's own thread and connection would see none of them. In a test whose
-    writes commit, the real lane, as `tests/worker/test_lanes.py` needs."""
+    lock), so the worker thread and its connection would see none of them. In a test whose
+    writes commit, the real thread, as `tests/worker/test_isolation.py` needs."""
     if in_one_transaction(request):
-        monkeypatch.setattr(lanes, "on_worker_lane", lanes.on_shared_db)
+        monkeypatch.setattr(threads, "on_worker_thread", threads.on_shared_db)
 
 
 @pytest.fixture
-def worker(clock, worker_lane) -> Supervisor:
-    """A worker of four slots on the fake clock, its lane as `worker_lane` says."""
+def worker(clock, worker_thread) -> Supervisor:
+    """A worker of four slots on the fake clock, its writes on the thread `worker_thread` says."""
     return Supervisor(slots=4, clock=clock)
 
 
 @pytest.fixture
-def scripted_worker(clock, worker_lane):
-    """Return a factory: a worker whose provider runs the given script, its lane as
-    `worker_lane` says."""
+def scripted_worker(clock, worker_thread):
+    """Return a factory: a worker whose provider runs the given script, its writes on the thread
+    `worker_thread` says."""
 
     def make(script) -> Supervisor:
         return Supervisor(slots=4, clock=clock, provider=ScriptedProvider(script, clock))

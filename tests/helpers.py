@@ -25,10 +25,10 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from reports import storage, submissions
-from reports.lanes import on_shared_db
 from reports.models import Attempt, AttemptStatus, Document, Status, Task, TaskEvent
 from reports.providers.base import Completed, Provider, ProviderError, TextDelta, Usage
 from reports.submissions import Submission, Upload
+from reports.threads import on_shared_db
 from reports.worker.supervisor import Supervisor
 
 SAMPLE = (

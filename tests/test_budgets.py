@@ -388,7 +388,7 @@ class RealUsage:
 
 
 @pytest.fixture
-def openai_worker(settings, worker_lane):
+def openai_worker(settings, worker_thread):
     server = OpenAIServer().start()
     server.replies = RealUsage(server)
     point_at(settings, server.base_url, read_timeout_s=30)

@@ -209,8 +209,12 @@ def read_diagram(text: str) -> list[Part]:
     puts it beside, in the same layer: parts side by side never import each other.
     """
     section = text.split(DIAGRAM_HEADING, 1)[1].split("\n## ", 1)[0]
-    lines = [line[4:] for line in section.splitlines() if line.startswith("    ")]
-    block = "\n".join(lines).split("\n\n", 1)[0].splitlines()  # the first code block
+    block: list[str] = []  # the first code block: indented lines, up to its first gap
+    for line in section.splitlines():
+        if line.startswith("    "):
+            block.append(line[4:])
+        elif block:
+            break
     parts: list[Part] = []
     layer, depth, step = "", -1, DOWN
     name, paths = "", []

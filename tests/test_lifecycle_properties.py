@@ -154,7 +154,7 @@ class TaskLifecycle(RuleBasedStateMachine):
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("worker_lane")
+@pytest.mark.usefixtures("worker_thread")
 @pytest.mark.timeout(600)  # 60 examples of 25 steps: bounded, but slow on a loaded machine
 def test_the_lifecycle_keeps_its_promises_under_any_interleaving(alice, settings):
     settings.REPORTS_MAX_ATTEMPTS = 3

@@ -6,7 +6,7 @@
   watchdog reads the loop thread's stack and the asyncio task then running (attempts run
   in tasks named `attempt-<attempt_id>`, with the task's ids bound in their context) and
   logs one warning for that stall, so an operator sees a stall and who caused it.
-* Database queue wait: `reports.lanes.on_shared_db` records, for each call, the time from
+* Database queue wait: `reports.threads.on_shared_db` records, for each call, the time from
   the call to the moment the shared database thread starts it.
 
 Unlike the figures of `reports.observability.metrics`, which are derived from the task

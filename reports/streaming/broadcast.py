@@ -43,8 +43,8 @@ _sending: set = set()  # hand-offs under way, held until done
 def publish_sync(events: Iterable[Event]) -> None:
     """Fan committed events out from a thread.
 
-    In a thread that an event loop is waiting on (a lane: reports/lanes.py), the send is
-    handed to that loop and this returns at once: the worker's lane goes on to its next
+    In a thread that an event loop is waiting on (reports/threads.py), the send is
+    handed to that loop and this returns at once: the worker thread goes on to its next
     write instead of waiting for a busy loop to get round to it. Anywhere else (a
     request's thread, a command) it sends and waits.
     """

@@ -24,9 +24,9 @@ from django.utils.html import escape
 
 from reports import presentation
 from reports.events import Event, TaskState, fold
-from reports.lanes import on_shared_db
 from reports.models import Status, Task
 from reports.streaming import follower, limits
+from reports.threads import on_shared_db
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db.models import Q
 
-from reports.lanes import on_shared_db
 from reports.models import TERMINAL, Event, Task, TaskEvent
+from reports.threads import on_shared_db
 
 # An idle feed re-reads the table after REPORTS_POLL_S, then twice as late each time,
 # up to this many times REPORTS_POLL_S; any event brings it back. (Benchmark 6: 50 idle

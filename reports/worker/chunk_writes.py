@@ -3,7 +3,7 @@
 Each chunk is still a fenced append (renew the lease, take the next seq, insert the
 event), but the chunks that become ready while the previous write is in progress go to
 the database together (`TaskQuerySet.append_events`): one statement on PostgreSQL, one
-transaction of three statements on SQLite, on the worker's own lane (reports/lanes.py),
+transaction of three statements on SQLite, on the worker's own thread (reports/threads.py),
 so page reads on the shared database thread never hold them up. With 100 streams the
 worker makes a few dozen commits a second instead of several hundred, and a runner no
 longer waits behind a queue of single-chunk transactions (docs/benchmarks.md, benchmark 2).
@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 
-from reports import lanes
+from reports import threads
 from reports.events import Draft, Event
 from reports.models import Task
 
@@ -65,7 +65,7 @@ class _Writer:
                 batch = self._next_batch()
                 appends = [append for append, _, _ in batch]
                 try:
-                    write = lanes.on_worker_lane(Task.objects.append_events)
+                    write = threads.on_worker_thread(Task.objects.append_events)
                     results = await write(appends, **batch[0][1])
                 except Exception as exc:
                     results = [exc] * len(batch)

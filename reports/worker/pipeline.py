@@ -1,7 +1,7 @@
 """One attempt of one task: parse → prepare → generate → validate, render, save.
 
 The shell around the attempt core (`reports.worker.attempt_core`): it sequences the
-stages, does the I/O on the lanes (reports/lanes.py), pumps the provider's stream into the
+stages, does the I/O off the event loop (reports/threads.py), pumps the provider's stream into the
 core, carries out the core's decisions — fenced chunk writes, then their fan-out in order —
 and writes the attempt's end. What a stream item, a silence or a failure means is the
 core's to say, and the retry table's (`reports.worker.retries`). Every write is fenced by
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models.functions import Coalesce, Now
 
-from reports import budgets, events, lanes, rendering, storage, wakeups
+from reports import budgets, events, rendering, storage, threads, wakeups
 from reports.clock import Clock
 from reports.models import ErrorType, Event, Stage, Status, Task
 from reports.observability import tracing
@@ -162,9 +162,9 @@ class AttemptRun:
                 return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
             await self._mark_parsing(False)
         with self._timed(Stage.PREPARE):
-            request = await lanes.on_shared_db(build_request)(self.claim, documents)
+            request = await threads.on_shared_db(build_request)(self.claim, documents)
             try:
-                await lanes.on_shared_db(budgets.top_up)(self.task_id, self.claim.epoch, request)
+                await threads.on_shared_db(budgets.top_up)(self.task_id, self.claim.epoch, request)
             except budgets.BudgetExhausted as exc:
                 return Outcome(Status.FAILED, ErrorType.BUDGET_EXHAUSTED, str(exc))
         with self._timed(Stage.GENERATE):
@@ -179,7 +179,7 @@ class AttemptRun:
         """
         documents = []
         read: dict[str, str] = {}  # a file given twice is parsed once
-        for document in await lanes.on_shared_db(documents_to_read)(self.task_id):
+        for document in await threads.on_shared_db(documents_to_read)(self.task_id):
             text = document.text or read.get(document.sha256)
             if text is None:
                 text = read[document.sha256] = await read_once(document)
@@ -188,7 +188,7 @@ class AttemptRun:
 
     async def _mark_parsing(self, parsing: bool) -> None:
         claim = self.claim
-        marked = await lanes.on_worker_lane(mark_parsing)(
+        marked = await threads.on_worker_thread(mark_parsing)(
             claim.task_id, claim.attempt_id, claim.epoch, parsing
         )
         if not marked:
@@ -271,17 +271,19 @@ class AttemptRun:
         report = self.text
         # Both take most of a second for a report at the size cap: off the event loop.
         with self._timed(Stage.VALIDATE):
-            problems = await lanes.in_blocking_pool(validate_report)(
+            problems = await threads.in_blocking_pool(validate_report)(
                 report, max_kb=settings.REPORTS_MAX_REPORT_KB
             )
         if problems:
             return Outcome(Status.FAILED, ErrorType.VALIDATION_FAILED, " ".join(problems))
         with self._timed(Stage.RENDER):
-            html = await lanes.in_blocking_pool(rendering.render_markdown)(report)
+            html = await threads.in_blocking_pool(rendering.render_markdown)(report)
         result_id = uuid.uuid4()
         with self._timed(Stage.SAVE):
             try:
-                sha256, size = await lanes.in_blocking_pool(storage.save_result)(result_id, report)
+                sha256, size = await threads.in_blocking_pool(storage.save_result)(
+                    result_id, report
+                )
             except OSError as exc:
                 log.error("saving the report of task %s failed: %s", self.task_id, exc)
                 return Outcome(
@@ -296,12 +298,12 @@ class AttemptRun:
                 report_html=html,
             )
         except LeaseLost:
-            await lanes.in_blocking_pool(storage.delete_result)(result_id)
+            await threads.in_blocking_pool(storage.delete_result)(result_id)
             raise
         return Outcome(Status.SUCCEEDED)
 
     async def _move(self, frm: str, to: str) -> None:
-        event = await lanes.on_worker_lane(Task.objects.transition)(
+        event = await threads.on_worker_thread(Task.objects.transition)(
             self.task_id, frm, to, expect_epoch=self.claim.epoch
         )
         if event is None:
@@ -338,7 +340,7 @@ class AttemptRun:
     async def _end(self, outcome: Outcome, **task_fields) -> None:
         """Write the attempt's end and the task's new status in one transaction."""
         await self._announced()
-        if await lanes.on_worker_lane(write_end)(self.record(), outcome, **task_fields) is None:
+        if await threads.on_worker_thread(write_end)(self.record(), outcome, **task_fields) is None:
             raise LeaseLost(self.task_id)
 
     def record(self) -> AttemptRecord:

@@ -1,6 +1,6 @@
 """The parse and prepare stages: a task's documents as text, and the provider request.
 
-The parse is three steps on two lanes (reports/lanes.py): a short read of what the task
+The parse is three steps on two threads (reports/threads.py): a short read of what the task
 holds, the slow parse of each new document away from the database, and a short write of
 its text.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from reports import lanes, storage
+from reports import storage, threads
 from reports.models import Attempt, AttemptStatus, Document, PreparedText, Task
 from reports.parsers import PARSER_VERSION, parser_for
 from reports.parsers.base import ParseError
@@ -93,8 +93,8 @@ async def read_once(document: DocumentToRead) -> str:
 
 
 async def _read_and_keep(document: DocumentToRead) -> str:
-    text = await lanes.in_blocking_pool(read_document)(document)
-    await lanes.on_shared_db(store_prepared_text)(document, text)
+    text = await threads.in_blocking_pool(read_document)(document)
+    await threads.on_shared_db(store_prepared_text)(document, text)
     return text
 
 

@@ -4,8 +4,8 @@ The same supervisor runs embedded on the ASGI server's event loop (the default: 
 `runserver` is the whole system) or alone under `manage.py reportworker`.
 
 A lane here is always a queue lane (short, long: the API's word), the lanes it claims
-from. The threads that take blocking work off the event loop (reports/lanes.py) are
-called by the names of their doors, `on_shared_db` and `on_worker_lane`.
+from. The threads that take blocking work off the event loop (reports/threads.py) are
+called by the names of their doors, `on_shared_db` and `on_worker_thread`.
 """
 
 from __future__ import annotations
@@ -19,13 +19,13 @@ from django.db import close_old_connections
 
 from reports import wakeups
 from reports.clock import Clock
-from reports.lanes import on_shared_db, on_worker_lane
 from reports.observability import logs, tracing
 from reports.observability.logs import log_event
 from reports.observability.task_logs import ms_between
 from reports.providers import get_provider
 from reports.providers.base import Provider
 from reports.streaming import broadcast
+from reports.threads import on_shared_db, on_worker_thread
 from reports.worker import identity, leases
 from reports.worker.attempt_core import CANCEL, LEASE_LOST
 from reports.worker.leases import Claim
@@ -179,7 +179,7 @@ class Supervisor:
         while True:
             await asyncio.sleep(interval)
             try:
-                if await on_worker_lane(leases.renew_lease)(run.task_id, run.claim.epoch):
+                if await on_worker_thread(leases.renew_lease)(run.task_id, run.claim.epoch):
                     run.request_stop(CANCEL)
             except leases.LeaseLost:
                 run.request_stop(LEASE_LOST)

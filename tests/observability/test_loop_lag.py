@@ -11,7 +11,7 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reports import lanes
+from reports import threads
 from reports.observability import logs, loop_lag
 from reports.observability.loop_lag import LoopMonitor
 
@@ -126,10 +126,10 @@ def test_a_call_queued_behind_a_busy_database_thread_records_its_wait():
             started.set()
             release.wait(timeout=10)
 
-        holder = asyncio.create_task(lanes.on_shared_db(busy)())
+        holder = asyncio.create_task(threads.on_shared_db(busy)())
         assert await asyncio.to_thread(started.wait, 10)
         loop_lag.recent.db_wait_ms.clear()  # a bounded window: earlier tests may have filled it
-        queued = asyncio.create_task(lanes.on_shared_db(lambda: None)())
+        queued = asyncio.create_task(threads.on_shared_db(lambda: None)())
         asyncio.get_running_loop().call_later(BLOCK_S, release.set)
         await asyncio.gather(holder, queued)
         return list(loop_lag.recent.db_wait_ms)

@@ -150,7 +150,7 @@ class Watched(Provider):
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("worker_lane")
+@pytest.mark.usefixtures("worker_thread")
 def test_a_7kb_document_reaches_the_model_and_its_free_task_settles(on_llama, make_task):
     task = make_task(content=SEVEN_KB)
     run_all(Supervisor(slots=1, clock=Clock()))

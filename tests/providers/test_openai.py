@@ -40,7 +40,7 @@ def openai_server():
 
 
 @pytest.fixture
-def openai_worker(settings, openai_server, worker_lane) -> Supervisor:
+def openai_worker(settings, openai_server, worker_thread) -> Supervisor:
     """A worker whose provider is the `openai` one, pointed at the local server.
 
     The read timeout is well past the runner's clocks, so the runner decides (as in
@@ -301,7 +301,7 @@ def test_the_request_id_of_a_failed_request_is_kept(openai_server, openai_worker
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("worker_lane")
+@pytest.mark.usefixtures("worker_thread")
 def test_a_connection_refused_is_retried_then_fails(settings, make_task, alice_client):
     server = OpenAIServer().start()
     closed_url = server.base_url
@@ -546,7 +546,7 @@ def test_input_that_cannot_fit_even_cut_fails_naming_the_context_window(
 
 
 @pytest.mark.django_db
-@pytest.mark.usefixtures("worker_lane")
+@pytest.mark.usefixtures("worker_thread")
 def test_the_servers_tokenizer_cuts_the_input_before_it_is_sent(
     settings, make_task, alice_client, small_context
 ):

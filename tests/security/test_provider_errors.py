@@ -35,7 +35,7 @@ def openai_server(settings):
         (422, "provider_rejected", "The provider refused the request."),
     ],
 )
-@pytest.mark.usefixtures("worker_lane")
+@pytest.mark.usefixtures("worker_thread")
 def test_the_owner_reads_a_plain_sentence_and_staff_the_provider_text(
     alice_client, openai_server, django_user_model, status, error_type, plain
 ):

@@ -1,11 +1,11 @@
 """The ways work leaves the event loop, each named for where it goes (docs/architecture.md).
 
-The event loop only waits and routes. What blocks goes to one of these lanes, and the
+The event loop only waits and routes. What blocks goes to one of these threads, and the
 name at the call site says which:
 
 * `on_shared_db` — the process's one shared database thread (Django's thread-sensitive
   `sync_to_async`): short queries only, never a file, a parse or a wait on something slow.
-* `on_worker_lane` — one thread of the worker's own, with its own database connection:
+* `on_worker_thread` — one thread of the worker's own, with its own database connection:
   lease renewals, chunk writes and the end of an attempt. What keeps running attempts
   alive and their text flowing never queues behind page reads, admin queries or a slow
   call on the shared thread.
@@ -34,20 +34,20 @@ _blocking = ThreadPoolExecutor(BLOCKING_THREADS, thread_name_prefix="reportline-
 
 # One thread, so its connection is one (Django's connections are per thread) and its
 # writes keep the order they were called in.
-_worker_lane = ThreadPoolExecutor(1, thread_name_prefix="reportline-worker-lane")
-CONNECTION_CHECK_S = 5.0  # how often the lane's connection is checked for age and health
-_checked_at = float("-inf")  # when it last was; read and written by the lane's thread only
+_worker_thread = ThreadPoolExecutor(1, thread_name_prefix="reportline-worker-thread")
+CONNECTION_CHECK_S = 5.0  # how often the thread's connection is checked for age and health
+_checked_at = float("-inf")  # when it last was; read and written by the worker thread only
 
 
 # How long a thread may hold the interpreter while another waits for it. Python's 5 ms
-# default lets a busy event loop keep a lane's thread waiting 5 ms after each database
-# reply (a chunk write is a handful of them); 1 ms gives the reply back to its lane
+# default lets a busy event loop keep a thread waiting 5 ms after each database
+# reply (a chunk write is a handful of them); 1 ms gives the reply back to its thread
 # almost at once, for a little more switching (docs/benchmarks.md, "the write path").
 SWITCH_INTERVAL_S = 0.001
 
 
 def shorten_switch_interval() -> None:
-    """Let a lane's thread back onto the interpreter soon after its call returns."""
+    """Let a thread back onto the interpreter soon after its call returns."""
     sys.setswitchinterval(SWITCH_INTERVAL_S)
 
 
@@ -56,13 +56,13 @@ def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     return loop_lag.measure_wait(fn, lambda started: sync_to_async(started, thread_sensitive=True))
 
 
-def on_worker_lane[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+def on_worker_thread[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     """Run `fn` on the worker's own thread and connection: lease and chunk writes.
 
     `async_to_sync` inside `fn` still reaches the event loop that awaits it (asgiref's
     SyncToAsync records it for its threads), so what `fn` broadcasts on commit goes out.
     """
-    return SyncToAsync(_keeping_connection(fn), thread_sensitive=False, executor=_worker_lane)
+    return SyncToAsync(_keeping_connection(fn), thread_sensitive=False, executor=_worker_thread)
 
 
 def in_blocking_pool[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
@@ -71,11 +71,11 @@ def in_blocking_pool[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 
 
 def _keeping_connection[**P, R](fn: Callable[P, R]) -> Callable[P, R]:
-    """Wrap `fn` so the lane's long-lived connection stays usable.
+    """Wrap `fn` so the thread's long-lived connection stays usable.
 
     What request signals do for the web's connections: a connection past CONN_MAX_AGE
     is replaced, and one that failed is checked and dropped, so a connection the server
-    closed costs one failed call, never the lane. Checked every few seconds rather
+    closed costs one failed call, never the thread. Checked every few seconds rather
     than per call: a health check is a round trip of its own.
     """
 

@@ -24,7 +24,7 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection, connections
 
-from reports import events, lanes, submissions
+from reports import events, submissions, threads
 from reports.clock import Clock
 from reports.models import Attempt, Event, Status, Task, TaskEvent
 from reports.providers.base import Completed, TextDelta, Usage
@@ -239,7 +239,7 @@ async def test_a_busy_shared_database_thread_loses_no_lease(make_task, settings)
     await wait_until(lambda: deltas(task) > BASELINE_DELTAS, "the stream to flow alone")
 
     release = threading.Event()
-    held = asyncio.ensure_future(lanes.on_shared_db(release.wait)(30))
+    held = asyncio.ensure_future(threads.on_shared_db(release.wait)(30))
     try:
         before = await elsewhere(lambda: deltas(task))
         # Another worker's reaper, as in the scale-out layout, looks all along.
@@ -280,10 +280,10 @@ async def test_the_worker_lane_reaches_the_event_loop_to_broadcast(make_task):
         broadcast.publish_sync([Event(task.pk, task.last_seq + 1, "delta", {"text": "hi"})])
         return threading.current_thread().name
 
-    thread = await asyncio.wait_for(lanes.on_worker_lane(commit_and_announce)(), 5)
+    thread = await asyncio.wait_for(threads.on_worker_thread(commit_and_announce)(), 5)
     await asyncio.wait_for(seen.wait(), 5)
 
-    assert thread.startswith("reportline-worker-lane")
+    assert thread.startswith("reportline-worker-thread")
     assert [(e.seq, e.data["text"]) for e in subscription.take()] == [(task.last_seq + 1, "hi")]
     subscription.close()
 
@@ -297,7 +297,7 @@ def test_a_dropped_connection_does_not_kill_the_worker_lane(make_task):
             cursor.execute("SELECT pg_backend_pid()")
             return cursor.fetchone()[0]
 
-    on_lane = async_to_sync(lanes.on_worker_lane(backend_pid))
+    on_lane = async_to_sync(threads.on_worker_thread(backend_pid))
     dropped = on_lane()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_terminate_backend(%s)", [dropped])
