@@ -1,6 +1,7 @@
 """The models of a task's life, re-exported so that every caller imports from here."""
 
 from reports.models.accounts import ApiToken, Budget
+from reports.models.plans import PlanCall, SourcePassage
 from reports.models.tasks import (
     Attempt,
     Document,
@@ -46,7 +47,9 @@ __all__ = [
     "Event",
     "IllegalTransition",
     "Lane",
+    "PlanCall",
     "PreparedText",
+    "SourcePassage",
     "Stage",
     "Status",
     "Task",

@@ -279,6 +279,10 @@ class Task(models.Model):
     result_sha256 = models.CharField(max_length=64, blank=True)
     result_bytes = models.PositiveIntegerField(null=True, blank=True)
     report_html = models.TextField(blank=True)
+    # The plan of calls (docs/api.md, "Passages, parts and citations"): None until the
+    # parse stage made one; {"parts": N, "rounds": R, "calls": C} — C counts the final
+    # call too, so a one-call task is {"parts": 0, "rounds": 0, "calls": 1}.
+    plan = models.JSONField(null=True, blank=True)
 
     # --- observability: the creating request and the task's trace, so a worker's log
     # lines and spans join the web request's (docs/observability.md).
@@ -373,6 +377,8 @@ class Attempt(models.Model):
     provider_request_id = models.CharField(max_length=200, blank=True)
     prompt_version = models.CharField(max_length=40, blank=True)
     cost_micros = models.PositiveBigIntegerField(null=True, blank=True)  # None: unknown
+    # Citations the report named that no passage of the task has: removed at validation.
+    removed_citations = models.PositiveIntegerField(default=0)
     # Set while the attempt reads its documents: a worker lost then is blamed on the
     # document, which is not handed to another worker (reports.worker.leases).
     parsing_since = models.DateTimeField(null=True, blank=True)

@@ -25,6 +25,14 @@ class GenerationRequest:
     instructions: str = ""
     scenario: str = "ok"
     max_output_tokens: int = 4096
+    # What the call writes (docs/api.md, "Passages, parts and citations"): the report
+    # itself, or a plan's notes on a part, or notes combining earlier notes.
+    purpose: str = "report"  # "report" | "notes" | "combine"
+    # The passages the call reads, each with its id, for citations: every passage of
+    # the task for a one-call report, the part's for notes; empty when the call reads notes.
+    passages: tuple = ()
+    # Earlier calls' notes that this call reads (a round, or the final report of a plan).
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
