@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from reports.providers.base import SourceDocument
 
@@ -74,17 +74,13 @@ class _Block:
 def _pieces(text: str, max_chars: int, paged: bool) -> Iterator[tuple[str | None, int | None, str]]:
     """Yield (section, page, text) for each passage of one document.
 
-    A section heading or a new page starts a passage; small paragraphs that follow join
-    it up to `max_chars`; a heading stays with the start of what it introduces; a block
-    longer than the bound is split (`_split`).
+    A heading or a new page starts a passage; small paragraphs that follow join it up to
+    `max_chars`; a heading stays with the start of what it introduces; a block longer
+    than the bound is split (`_split`).
     """
     title: str | None = None
     section: str | None = None
-    held: list[str] = []  # the passage being gathered
-    held_page: int | None = None
-    held_section: str | None = None
-    only_headings = True  # what is held is headings waiting for their body
-
+    held = _Held()
     for block in _blocks(text, paged):
         if block.heading is not None:
             level, name = block.heading
@@ -93,36 +89,59 @@ def _pieces(text: str, max_chars: int, paged: bool) -> Iterator[tuple[str | None
             else:
                 section = name
         if (
-            held
-            and not only_headings
+            held.parts
+            and not held.only_headings
             and (
                 block.heading is not None
-                or block.page != held_page
-                or len(_JOIN.join([*held, block.text])) > max_chars
+                or block.page != held.page
+                or held.size_with(block.text) > max_chars
             )
         ):
-            yield held_section, held_page, _JOIN.join(held)
-            held = []
-        if not held:
-            held_page, only_headings = block.page, True
-        if only_headings:
+            yield held.passage()
+        if not held.parts:
+            held.page = block.page
+        if held.only_headings:
             # A passage that opens with headings stands under the last of them.
-            held_section = _name(section or title)
-        if len(_JOIN.join([*held, block.text])) <= max_chars:
-            held.append(block.text)
-        else:
-            budget = max_chars - len(_JOIN.join(held)) - len(_JOIN) if held else max_chars
-            if budget < max_chars * (1 - _HEADING_SHARE):
-                yield held_section, held_page, _JOIN.join(held)
-                held, budget = [], max_chars
-            *whole, last = _split(block.text, max_chars, budget)
-            for piece in whole:
-                yield held_section, held_page, _JOIN.join([*held, piece])
-                held, held_page = [], block.page
-            held = [*held, last]
-        only_headings = only_headings and block.heading is not None and block.text == held[-1]
-    if held:
-        yield held_section, held_page, _JOIN.join(held)
+            held.section = _name(section or title)
+        if held.size_with(block.text) <= max_chars:
+            held.add(block.text, heading=block.heading is not None)
+            continue
+        room = max_chars - held.size_with("")
+        if room < max_chars * (1 - _HEADING_SHARE):
+            yield held.passage()
+            held.page, room = block.page, max_chars
+        *whole, last = _split(block.text, max_chars, room)
+        for piece in whole:
+            held.add(piece, heading=False)
+            yield held.passage()
+            held.page = block.page
+        held.add(last, heading=False)
+    if held.parts:
+        yield held.passage()
+
+
+@dataclass
+class _Held:
+    """The passage being gathered."""
+
+    parts: list[str] = field(default_factory=list)
+    size: int = 0  # the length of its text
+    page: int | None = None
+    section: str | None = None
+    only_headings: bool = True  # it holds headings only, waiting for their body
+
+    def size_with(self, text: str) -> int:
+        return self.size + len(_JOIN) + len(text) if self.parts else len(text)
+
+    def add(self, text: str, heading: bool) -> None:
+        self.size = self.size_with(text)
+        self.parts.append(text)
+        self.only_headings = self.only_headings and heading
+
+    def passage(self) -> tuple[str | None, int | None, str]:
+        text = _JOIN.join(self.parts)
+        self.parts, self.size, self.only_headings = [], 0, True
+        return self.section, self.page, text
 
 
 def _name(heading: str | None) -> str | None:
@@ -144,24 +163,31 @@ def _blocks(text: str, paged: bool) -> Iterator[_Block]:
             block = raw.strip()
             if not block:
                 continue
-            lines = block.split("\n")
-            heading = None if fence else _heading(lines)
-            for line in lines:
-                if match := _FENCE.match(line.strip()):
-                    marker = match.group(1)
-                    if not fence:
-                        fence = marker
-                    elif marker[0] == fence[0] and len(marker) >= len(fence):
-                        fence = ""
+            heading = None if fence else _heading(block)
+            if "```" in block or "~~~" in block:
+                fence = _fence_after(block, fence)
             yield _Block(block, number if paged else None, heading)
 
 
-def _heading(lines: list[str]) -> tuple[int, str] | None:
-    if match := _HEADING.match(lines[0]):
+def _heading(block: str) -> tuple[int, str] | None:
+    first, _, rest = block.partition("\n")
+    if match := _HEADING.match(first):
         return (len(match.group(1)), match.group(2)) if match.group(2) else None
-    if len(lines) == 2 and _UNDERLINE.match(lines[1]) and lines[0].strip():
-        return (1 if lines[1][0] == "=" else 2), lines[0].strip()
+    if rest and "\n" not in rest and _UNDERLINE.match(rest) and first.strip():
+        return (1 if rest[0] == "=" else 2), first.strip()
     return None
+
+
+def _fence_after(block: str, fence: str) -> str:
+    """Return the fence still open after `block` ("" when none is)."""
+    for line in block.split("\n"):
+        if match := _FENCE.match(line.strip()):
+            marker = match.group(1)
+            if not fence:
+                fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = ""
+    return fence
 
 
 def _split(block: str, max_chars: int, first: int) -> list[str]:

@@ -129,9 +129,7 @@ def _detect(data: bytes) -> str:
 
 def _normalise(text: str) -> str:
     # A form feed in structured text marks a PDF's page; a text file's own is a line break.
-    return (
-        text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n")
-    )
+    return text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n")
 
 
 def decode_for_extract(data: bytes) -> str:

@@ -114,16 +114,33 @@ def store_prepared_text(document: DocumentToRead, text: str) -> None:
         pass  # another attempt prepared the same file at the same moment
 
 
-def passages_of(task_id, documents: Sequence[SourceDocument]) -> list[Passage]:
+# Rows a statement inserts at most: one statement for a whole 10 MB document would be
+# tens of megabytes.
+STORE_BATCH = 500
+
+
+async def passages_of(task_id, documents: Sequence[SourceDocument]) -> list[Passage]:
     """Return the task's passages: the stored ones when it has them, else `documents` cut
     and stored, so that every attempt of a task reads and cites the same passages.
 
-    Short, on the shared database thread: one read, and at most one cut and one insert.
+    The read and the write are short, on the shared database thread; the cut, which
+    grows with the documents (a second for the largest uploads), in the blocking pool.
     """
-    stored = _stored_passages(task_id)
+    stored = await threads.on_shared_db(stored_passages)(task_id)
     if stored:
         return stored
-    passages = cut(documents)
+    passages = await threads.in_blocking_pool(cut)(documents)
+    return await threads.on_shared_db(store_passages)(task_id, passages)
+
+
+def stored_passages(task_id) -> list[Passage]:
+    rows = SourcePassage.objects.filter(task_id=task_id).order_by("number")
+    return [Passage(r.number, r.document, r.section or None, r.page, r.text) for r in rows]
+
+
+def store_passages(task_id, passages: list[Passage]) -> list[Passage]:
+    """Store a task's passages in one transaction and return them; when another attempt
+    stored them first, return those."""
     rows = [
         SourcePassage(
             task_id=task_id,
@@ -137,15 +154,10 @@ def passages_of(task_id, documents: Sequence[SourceDocument]) -> list[Passage]:
     ]
     try:
         with transaction.atomic():
-            SourcePassage.objects.bulk_create(rows)
+            SourcePassage.objects.bulk_create(rows, batch_size=STORE_BATCH)
     except IntegrityError:
-        return _stored_passages(task_id)  # another attempt stored them at the same moment
+        return stored_passages(task_id)
     return passages
-
-
-def _stored_passages(task_id) -> list[Passage]:
-    rows = SourcePassage.objects.filter(task_id=task_id).order_by("number")
-    return [Passage(r.number, r.document, r.section or None, r.page, r.text) for r in rows]
 
 
 def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRequest:
