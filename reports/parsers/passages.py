@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from reports.parsers import extension_of
 from reports.providers.base import SourceDocument
 
 # About 250 words: a tenth of what a 4,096-token window leaves for a part's input, and a
@@ -58,7 +59,7 @@ def cut(documents: Sequence[SourceDocument], max_chars: int = PASSAGE_CHARS) -> 
     """
     passages: list[Passage] = []
     for document in documents:
-        paged = document.name.strip().lower().endswith(".pdf")
+        paged = extension_of(document.name) == ".pdf"
         for section, page, text in _pieces(document.text, max_chars, paged):
             passages.append(Passage(len(passages) + 1, document.name, section, page, text))
     return passages
