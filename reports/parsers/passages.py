@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from reports.parsers import extension_of
 from reports.providers.base import SourceDocument
 
-# About 250 words: a tenth of what a 4,096-token window leaves for a part's input, and a
+# About 250 words (500 tokens): a fifth of the input a 4,096-token window leaves a part
+# once 1,024 are kept for its notes, so parts pack with little room left over; and a
 # claim's worth of text for a citation to point at.
 PASSAGE_CHARS = 1500
 PAGE_BREAK = "\f"
