@@ -3,7 +3,10 @@
 A PDF has no paragraphs, only lines placed on pages. This module reads them as a reader
 does: the outline (else font sizes and bold lines) gives the headings, vertical gaps and
 indents give the paragraphs, a fixed-pitch font gives code; running headers and footers,
-page numbers, contents and index pages are furniture and left out.
+page numbers, contents and index pages are furniture and left out. A form feed marks where
+each page after the first begins (one per page, furniture pages included), between blocks
+or inside a paragraph that goes on across pages, so that what is cut from the text knows
+its page.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ PARAGRAPH_GAP = 1.6
 INDENT_PT = 6.0
 MAX_HEADING_LEVEL = 6
 MAX_TITLE_LINES = 3
+PAGE_BREAK = "\f"
 
 _PAGE_NUMBER = re.compile(
     r"(?:page\s+)?[-\u2013\u2014\s]*(?:\d{1,5}|[ivxlcdm]{1,7})[-\u2013\u2014\s]*"
@@ -240,10 +244,19 @@ def _blocks(
     code: list[str] = []
     previous: Line | None = None
     heading_line = 0  # the level of the heading just read, 0 once other text came
+    marked = 0  # the page the last block began on (0-based)
+
+    def mark(number: int, into: list[str]) -> None:
+        # Before a block that begins on a new page; inside a paragraph or code block that
+        # goes on across one, between its lines.
+        nonlocal marked
+        if number > marked:
+            into.append(PAGE_BREAK * (number - marked))
+            marked = number
 
     def flush() -> None:
         if paragraph:
-            blocks.append(join_wrapped(paragraph))
+            blocks.append(_join_across_pages(paragraph))
             paragraph.clear()
         if code:
             blocks.append("```\n" + "\n".join(code) + "\n```")
@@ -271,6 +284,7 @@ def _blocks(
                 continue
             if level is not None and level > 0:
                 flush()
+                mark(number, blocks)
                 heading_line = level
                 previous = None
                 # A heading repeating the title (a half-title page) says nothing new.
@@ -281,6 +295,7 @@ def _blocks(
             if line.mono:
                 if paragraph:
                     flush()
+                mark(number, code or blocks)
                 code.append(text)
                 previous = line
                 continue
@@ -292,10 +307,23 @@ def _blocks(
             if _BULLET.match(text):
                 flush()
                 text = _BULLET.sub("- ", text, count=1)
+            mark(number, paragraph or blocks)
             paragraph.append(text)
             previous = line
     flush()
-    return [block for block in blocks if block.strip()]
+    return [block for block in blocks if block.strip() or block.startswith(PAGE_BREAK)]
+
+
+def _join_across_pages(lines: list[str]) -> str:
+    """Join a paragraph's lines, keeping the page marks between the lines of two pages."""
+    joined, group = "", []
+    for line in lines:
+        if line.startswith(PAGE_BREAK):
+            joined += join_wrapped(group) + " " + line
+            group = []
+        else:
+            group.append(line)
+    return joined + join_wrapped(group)
 
 
 def pages_text(pages: list[list[Line]], ids: set[int]) -> list[str]:

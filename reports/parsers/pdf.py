@@ -36,7 +36,7 @@ _MONO_NAME = re.compile(r"mono|courier|typewriter|cmtt|consol|menlo|code", re.IG
 class PdfParser(Parser):
     extensions = (".pdf",)
     media_type = "application/pdf"
-    version = "4"
+    version = "5"
 
     def check(self, data: bytes) -> None:
         if not data.strip():
@@ -122,4 +122,5 @@ def _clean(text: str) -> str:
     # A PDF's text can hold NUL and lone surrogates (from broken UTF-16 strings); neither
     # may reach the database.
     text = _SURROGATE.sub("\ufffd", text.replace("\x00", ""))
-    return text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    # Strip spaces and line breaks only: a leading form feed is the mark of a page.
+    return text.replace("\r\n", "\n").replace("\r", "\n").strip(" \n")

@@ -128,7 +128,8 @@ def _detect(data: bytes) -> str:
 
 
 def _normalise(text: str) -> str:
-    return text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n")
+    # A form feed in structured text marks a PDF's page; a text file's own is a line break.
+    return text.replace("\x00", "").replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n")
 
 
 def decode_for_extract(data: bytes) -> str:
@@ -142,7 +143,7 @@ def decode_for_extract(data: bytes) -> str:
 class TextParser(Parser):
     extensions = (".txt",)
     media_type = "text/plain"
-    version = "3"
+    version = "4"
 
     def check(self, data: bytes) -> None:
         if not decode_text(data).strip():

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from reports import storage, threads
-from reports.models import Attempt, AttemptStatus, Document, PreparedText, Task
+from reports.models import Attempt, AttemptStatus, Document, PreparedText, SourcePassage, Task
 from reports.parsers import PARSER_VERSION, parser_for
 from reports.parsers.base import ParseError
+from reports.parsers.passages import Passage, cut
 from reports.providers.base import GenerationRequest, SourceDocument
 from reports.providers.prompts import PROMPT_VERSION, fit_to_context
 from reports.worker.leases import Claim
@@ -110,6 +112,52 @@ def store_prepared_text(document: DocumentToRead, text: str) -> None:
             )
     except IntegrityError:
         pass  # another attempt prepared the same file at the same moment
+
+
+# Rows a statement inserts at most: one statement for a whole 10 MB document would be
+# tens of megabytes.
+STORE_BATCH = 500
+
+
+async def passages_of(task_id, documents: Sequence[SourceDocument]) -> list[Passage]:
+    """Return the task's passages: the stored ones when it has them, else `documents` cut
+    and stored, so that every attempt of a task reads and cites the same passages.
+
+    The read and the write are short, on the shared database thread; the cut, which
+    grows with the documents (a second for the largest uploads), in the blocking pool.
+    """
+    stored = await threads.on_shared_db(stored_passages)(task_id)
+    if stored:
+        return stored
+    passages = await threads.in_blocking_pool(cut)(documents)
+    return await threads.on_shared_db(store_passages)(task_id, passages)
+
+
+def stored_passages(task_id) -> list[Passage]:
+    rows = SourcePassage.objects.filter(task_id=task_id).order_by("number")
+    return [Passage(r.number, r.document, r.section or None, r.page, r.text) for r in rows]
+
+
+def store_passages(task_id, passages: list[Passage]) -> list[Passage]:
+    """Store a task's passages in one transaction and return them; when another attempt
+    stored them first, return those."""
+    rows = [
+        SourcePassage(
+            task_id=task_id,
+            number=p.number,
+            document=p.document,
+            section=p.section or "",
+            page=p.page,
+            text=p.text,
+        )
+        for p in passages
+    ]
+    try:
+        with transaction.atomic():
+            SourcePassage.objects.bulk_create(rows, batch_size=STORE_BATCH)
+    except IntegrityError:
+        return stored_passages(task_id)
+    return passages
 
 
 def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRequest:

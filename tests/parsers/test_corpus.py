@@ -72,6 +72,7 @@ def test_the_report_is_titled_and_structured_as_the_document(name: str) -> None:
     visible = _visible(report)
 
     assert validate_report(report, max_kb=200) == []
+    assert "\f" not in report  # a PDF's page marks are the parser's, never the reader's
     assert visible.splitlines()[0] == f"# {FACTS[name]['title']}"
     structure = _visible(_section(report, "Document structure"))
     for section in FACTS[name]["sections"]:

@@ -44,9 +44,10 @@ def test_the_outline_gives_the_headings_and_an_index_section_is_left_out() -> No
 
     text = structure(pages, outline, "")
 
+    # A form feed marks where each page after the first begins.
     assert text == (
-        "# Owl Manual\n\nby the authors\n\n## 1 Introduction\n\n"
-        "Owls are birds. They hunt at night.\n\n## 2 Usage\n\n### 2.1 Feeding\n\n"
+        "# Owl Manual\n\nby the authors\n\n\f\n\n## 1 Introduction\n\n"
+        "Owls are birds. They hunt at night.\n\n\f\n\n## 2 Usage\n\n### 2.1 Feeding\n\n"
         "Feed them mice."
     )
 
@@ -62,8 +63,8 @@ def test_outline_titles_without_their_numbers_still_find_numbered_heading_lines(
     text = structure(pages, outline, "")
 
     assert text == (
-        "# Owl Manual\n\nby the authors\n\n## 1 Introduction\n\n"
-        "Owls are birds. In the wild they hunt.\n\n### 2.1 Feeding\n\nFeed them mice."
+        "# Owl Manual\n\nby the authors\n\n\f\n\n## 1 Introduction\n\n"
+        "Owls are birds. In the wild they hunt.\n\n\f\n\n### 2.1 Feeding\n\nFeed them mice."
     )
 
 

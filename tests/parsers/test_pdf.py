@@ -12,7 +12,8 @@ parser = PdfParser()
 def test_lines_join_into_a_paragraph_that_goes_on_across_pages() -> None:
     pdf = samples.text_pdf("Page one\nsecond line", "Page two (café)")
 
-    assert parser.extract(pdf) == "Page one second line Page two (café)"
+    # The form feed marks where the second page begins, inside the paragraph.
+    assert parser.extract(pdf) == "Page one second line \fPage two (café)"
 
 
 def test_a_signature_after_some_leading_bytes_is_accepted() -> None:

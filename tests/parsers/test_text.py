@@ -202,3 +202,11 @@ def test_utf8_with_a_pasted_windows_1252_passage_is_mended_not_garbled() -> None
 def test_a_legacy_file_with_one_accidental_utf8_pair_is_still_detected_as_a_whole() -> None:
     text = "Это тестовый текст о приливной энергии в малых гаванях. " * 3 + "Ж«"  # noqa: RUF001
     assert decode_text(text.encode("cp1251")) == text
+
+
+def test_a_text_files_form_feeds_are_line_breaks_not_pages() -> None:
+    # Only a PDF's structured text marks pages; an old text file's form feeds are not its.
+    text = parser.extract(b"The first page ends here.\n\x0cThe second page starts here.\n")
+
+    assert "\f" not in text
+    assert "The first page ends here." in text and "The second page starts here." in text
