@@ -44,7 +44,7 @@ def _passages(call: PlanCall) -> str:
         return "-"
     if call.last_passage in (None, call.first_passage):
         return f"S{call.first_passage}"
-    return f"S{call.first_passage}–S{call.last_passage}"
+    return f"S{call.first_passage} to S{call.last_passage}"
 
 
 def _since(task: Task, moment) -> str:

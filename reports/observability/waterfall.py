@@ -132,7 +132,7 @@ def plan_rows(task: Task, last: Attempt | None) -> list[Row]:
             else _ms(t0, task.finished_at or call.started_at)
         )
         reads = call.label or (
-            f"S{call.first_passage}–S{call.last_passage}" if call.first_passage else ""
+            f"S{call.first_passage} to S{call.last_passage}" if call.first_passage else ""
         )
         by = f"attempt {call.attempt_number}" if call.attempt_number else call.status
         row = Row(f"{call.key} · {by}")

@@ -28,7 +28,7 @@ def test_the_task_page_lists_the_calls_in_order_with_the_reused_ones(admin_clien
     rows = plan_rows(page)
     assert [row[0] for row in rows] == ["part-1", "part-2", "part-3", "round-1-1", "final"]
     part_1, part_2 = rows[0], rows[1]
-    assert part_1[3] == "S1–S2" and part_1[5] == "attempt 1" and part_1[6] == "reused"
+    assert part_1[3] == "S1 to S2" and part_1[5] == "attempt 1" and part_1[6] == "reused"
     assert part_2[5] == "attempt 2" and part_2[6] == "-"
     assert part_2[8] == "2 s" and part_2[10] == "3002 / 402"
     assert rows[-1][5] == "attempt 2" and rows[-1][8] == "5 s"  # its generate stage
