@@ -9,6 +9,7 @@ from reports.admin.inlines import format_cost
 from reports.models import Attempt, PlanCall, Task
 from reports.observability.charts import format_ms
 
+UNSETTLED = (PlanCall.CallStatus.PENDING, PlanCall.CallStatus.RUNNING)  # no cost yet
 COLUMNS = (
     "call",
     "kind",
@@ -72,7 +73,7 @@ def call_rows(task: Task, calls: list[PlanCall], current_attempt: int) -> list[t
                 format_ms(call.duration_ms),
                 format_ms(call.first_text_ms),
                 f"{_count(call.input_tokens)} / {_count(call.output_tokens)}",
-                format_cost(call.cost_micros) if call.status == "succeeded" else "-",
+                "-" if call.status in UNSETTLED else format_cost(call.cost_micros),
             )
         )
     return rows

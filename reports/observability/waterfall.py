@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import Q
+from django.utils import timezone
 
 from reports.models import STAGES, Attempt, Lane, PlanCall, Status, Task
 from reports.observability.charts import Row, Segment, format_ms, waterfall_chart
@@ -126,11 +127,8 @@ def plan_rows(task: Task, last: Attempt | None) -> list[Row]:
     rows = []
     for call in calls:
         start = _ms(t0, call.started_at)
-        end = (
-            _ms(t0, call.ended_at)
-            if call.ended_at
-            else _ms(t0, task.finished_at or call.started_at)
-        )
+        # A call still running is drawn up to now; one the task's end cut off, to that end.
+        end = _ms(t0, call.ended_at or task.finished_at or timezone.now())
         reads = call.label or (
             f"S{call.first_passage} to S{call.last_passage}" if call.first_passage else ""
         )
