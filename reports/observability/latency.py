@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from reports.models import STAGES, TERMINAL, Attempt, ErrorType, Status, Task
+from reports.models import STAGES, TERMINAL, Attempt, ErrorType, PlanCall, Status, Task
 from reports.observability.percentiles import Sample, Summary, summarize
 
 TIMEOUT_ERRORS = (ErrorType.TIMEOUT, ErrorType.STALLED)
@@ -137,6 +137,10 @@ def figures(window: str, calls: str = DEFAULT_CALLS) -> Figures:
         stage_metrics=[
             (stage, stage, "per ended attempt", summarize(found, small_below=small))
             for stage, found in _stage_samples(tasks).items()
+        ]
+        + [
+            (key, label, "per ended call of a plan", summarize(found, small_below=small))
+            for key, label, found in _call_samples(tasks)
         ],
         rates=[
             Rate("failed", counts["failed"], ended),
@@ -158,3 +162,15 @@ def _stage_samples(tasks) -> dict[str, list[Sample]]:
             censored = stage == last and error_type in TIMEOUT_ERRORS
             found.setdefault(stage, []).append(Sample(ms, censored))
     return found
+
+
+def _call_samples(tasks) -> list[tuple[str, str, list[Sample]]]:
+    """Return the durations of the ended calls of the plans of `tasks`, parts and rounds
+    apart; none when no task of the window was planned."""
+    found: dict[str, list[Sample]] = {kind: [] for kind in PlanCall.Kind.values}
+    calls = PlanCall.objects.filter(task__in=tasks, duration_ms__isnull=False)
+    for kind, ms in calls.values_list("kind", "duration_ms").iterator():
+        found.setdefault(kind, []).append(Sample(ms))
+    if not any(found.values()):
+        return []
+    return [(f"{kind}_call", f"{kind} call", samples) for kind, samples in found.items()]

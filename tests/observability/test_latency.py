@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from reports.observability import latency
+from tests.observability.plans import planned_task
 from tests.timings import ended_task
 
 pytestmark = pytest.mark.django_db
@@ -127,3 +128,16 @@ def test_one_call_and_planned_tasks_are_measured_apart(admin_client, alice):
     assert "2 tasks created (2 planned)" in html and "n=2" in html
     every = admin_client.get("/staff/latency/?window=all&calls=bogus").content.decode()
     assert "4 tasks created (2 planned)" in every
+
+
+def test_the_calls_of_plans_have_their_own_rows(admin_client, make_task):
+    assert "part call" not in admin_client.get("/staff/latency/?window=all").content.decode()
+    planned_task(make_task(), parts=3, reused=1)
+    figures = latency.figures("all", "planned")
+    assert summary(figures, "part_call").count == 3
+    assert summary(figures, "part_call")[50].ms == 2000
+    assert summary(figures, "round_call").count == 1
+    one_call = latency.figures("all", "one")
+    assert "part_call" not in {key for key, *_ in one_call.stage_metrics}
+    html = admin_client.get("/staff/latency/?window=all&calls=planned").content.decode()
+    assert "part call" in html and "per ended call of a plan" in html
