@@ -58,3 +58,16 @@ def test_the_list_marks_planned_tasks_under_their_document(admin_client, make_ta
     page = admin_client.get(CHANGELIST).content.decode()
     assert page.count("data-planned") == 1
     assert re.search(r"data-planned>12 parts, 1 round<", page)
+
+
+def test_marking_planned_tasks_costs_the_list_no_query(admin_client, make_task):
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert admin_client.get(CHANGELIST).status_code == 200
+        return len(captured)
+
+    planned_task(make_task(), parts=2)
+    few = queries()
+    for parts in (3, 4, 5):
+        planned_task(make_task(), parts=parts)
+    assert queries() == few
