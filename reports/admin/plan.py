@@ -56,10 +56,14 @@ def _since(task: Task, moment) -> str:
     )
 
 
+def _reused(call: PlanCall, current_attempt: int) -> bool:
+    """Whether an earlier attempt than the task's latest wrote the call's notes."""
+    return call.attempt_number is not None and call.attempt_number < current_attempt
+
+
 def call_rows(task: Task, calls: list[PlanCall], current_attempt: int) -> list[tuple]:
     rows = []
     for call in calls:
-        reused = call.attempt_number is not None and call.attempt_number < current_attempt
         rows.append(
             (
                 call.key,
@@ -68,7 +72,7 @@ def call_rows(task: Task, calls: list[PlanCall], current_attempt: int) -> list[t
                 _passages(call),
                 call.status + (f" ({call.error_type})" if call.error_type else ""),
                 "-" if call.attempt_number is None else f"attempt {call.attempt_number}",
-                "reused" if reused else "-",
+                "reused" if _reused(call, current_attempt) else "-",
                 _since(task, call.started_at),
                 format_ms(call.duration_ms),
                 format_ms(call.first_text_ms),
@@ -125,7 +129,7 @@ def plan_table(task: Task) -> str:
     )
     current = attempt.number if attempt else 0
     rows = [*call_rows(task, calls, current), final_row(task, attempt)]
-    reused = sum(1 for row in rows if row[6] == "reused")
+    reused = sum(1 for call in calls if _reused(call, current))
     summary = format_html(
         "{} passages, {} · {} calls and the final one · {} reused by attempt {}",
         passages,
