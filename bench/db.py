@@ -3,6 +3,7 @@ settings come from the environment): prepare a user, read back what was stored.
 
     python -m bench.db prepare            -> {"cookie": ..., "token": ...}
     python -m bench.db collect [task ids]  -> {"<task id>": {"status", "text", "events", …}}
+    python -m bench.db plan task ids        -> {"<task id>": {"plan", "calls", "attempt", …}}
 """
 
 from __future__ import annotations
@@ -64,6 +65,29 @@ def collect(task_ids: list[str]) -> dict:
     return found
 
 
+def plan(task_ids: list[str]) -> dict:
+    """Return each task's plan, its calls' timings, and its last attempt's text and time
+    before the generate stage (parse and prepare, where the plan is made)."""
+    from reports.models import Task
+
+    found = {}
+    for task in Task.objects.filter(pk__in=task_ids):
+        attempt = task.attempts.order_by("-number").first()
+        stages = attempt.stage_ms if attempt else {}
+        found[str(task.pk)] = {
+            "status": task.status,
+            "plan": task.plan,
+            "attempt": attempt.number if attempt else 0,
+            "text": attempt.text if attempt else "",
+            "before_generate_ms": stages.get("parse", 0.0) + stages.get("prepare", 0.0),
+            "calls": [
+                [call.key, call.status, call.attempt_number, call.duration_ms]
+                for call in task.plan_calls.order_by("position")
+            ],
+        }
+    return found
+
+
 def main() -> None:
     django.setup()
     command, args = sys.argv[1], sys.argv[2:]
@@ -71,6 +95,8 @@ def main() -> None:
         result = prepare()
     elif command == "collect":
         result = collect(args)
+    elif command == "plan":
+        result = plan(args)
     else:
         raise SystemExit(f"unknown command {command!r}")
     print(json.dumps(result))

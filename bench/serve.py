@@ -7,7 +7,8 @@ The app is the real one, configured by the environment; the benchmark options on
 add probes and change what a baseline needs changed:
 
 * `BENCH_PROBE=<file>`: append one line per provider stream (`stream task attempt t0`,
-  t0 on the machine's monotonic clock, when the provider began) and per chunk written
+  t0 on the machine's monotonic clock, when the provider began; `streamend task attempt
+  t` when it ended: a plan makes several per attempt) and per chunk written
   (`flush task start seconds`: the runner's wait for one chunk's write; the fan-out after
   it is not waited for), and
   per database write of chunks (`write count start seconds`).
@@ -103,8 +104,12 @@ def instrument(*, per_token: bool, report_chars: int) -> None:
 
         async def stream(self, request):
             probe.write(f"stream {request.task_id} {request.attempt_number} {time.monotonic()}\n")
-            async for item in original_stream(self, request):
-                yield item
+            try:
+                async for item in original_stream(self, request):
+                    yield item
+            finally:
+                end = time.monotonic()
+                probe.write(f"streamend {request.task_id} {request.attempt_number} {end}\n")
 
         async def write(self, chunk):
             start = time.monotonic()

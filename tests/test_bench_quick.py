@@ -1,8 +1,10 @@
-"""The quick mode of benchmarks 2 (fan-out) and 5 (refresh and replay): a few streams
-through the real app in its own processes, followed over real WebSockets, also on the
-capacity model's 2 web + 2 worker step behind nginx. They fail
-only when text is lost, duplicated or reordered, never on timing (the timed runs are
-`python -m bench.fanout` and `python -m bench.replay`)."""
+"""The quick mode of benchmarks 2 (fan-out), 5 (refresh and replay) and 9 (a plan of
+calls): a few streams through the real app in its own processes, followed over real
+WebSockets, also on the capacity model's 2 web + 2 worker step behind nginx, and a
+manual read in parts over the event stream. They fail only when text is lost,
+duplicated or reordered, a call is made twice or a task fails, never on timing (the
+timed runs are `python -m bench.fanout`, `python -m bench.replay` and
+`python -m bench.plan`)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from bench import load
+from bench import load, plan
 from bench.fanout import lossless, run_app
 from bench.harness import NGINX, Layout
 from tests.helpers import database_url
@@ -65,3 +67,23 @@ def test_two_web_and_two_worker_processes_behind_nginx_lose_nothing(tmp_path):
 def test_forty_sse_and_forty_websocket_clients_at_once_all_connect(tmp_path):
     figures = load.run(Layout.embedded(tmp_path), sse=40, ws=40, tasks=4)
     assert all(figures["checks"].values()), figures
+
+
+def test_a_manual_read_in_parts_loses_and_repeats_nothing():
+    measured = plan.measure(20_000, runs=1, slots=4, timeout_s=300, baselines=False)
+    if not plan.planned(measured["stored"]):
+        pytest.skip("this build reads a long document in one call: no plan of calls yet")
+    way = measured["ways"][0]
+    (run,) = way.runs
+    stored = measured["stored"][run.task_id]
+    assert run.status == "succeeded", (run, stored)
+    assert plan.lossless(run, measured["stored"]), (run.deltas, stored["text"])
+    # No faults here: every call of the plan reached the provider exactly once.
+    assert len(plan.streams_of(way.probe, run.task_id)) == stored["plan"]["calls"], stored
+
+
+def test_the_plans_overhead_counts_only_the_time_no_call_was_streaming():
+    # Two calls side by side, a gap of 1 s, two more overlapping: 1 s idle, whatever the
+    # order the calls end in.
+    assert plan.idle_between([(0, 3), (1, 2), (4, 5), (4.5, 6)]) == 1.0
+    assert plan.idle_between([(0, 2), (1, 3)]) == 0.0

@@ -25,6 +25,7 @@ from reports.admin.inlines import (
     format_stages,
 )
 from reports.admin.page import staff_page
+from reports.admin.plan import plan_label, plan_table
 from reports.admin.timing import TimingAdminMixin
 from reports.models import (
     LEASED,
@@ -125,6 +126,7 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
             {"fields": ("id", "owner", "status", "error_type", "user_message", "report_link")},
         ),
         ("Timings", {"fields": ("waterfall", "timings")}),
+        ("Plan", {"fields": ("plan_calls",)}),
         (
             "Request",
             {
@@ -187,7 +189,19 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="document", ordering="first_document")
     def document(self, task: Task) -> str:
-        return task.first_document or "-"
+        # A planned task says so under its document ("12 parts"), taking no column.
+        planned = plan_label(task.plan)
+        if not planned:
+            return task.first_document or "-"
+        return format_html(
+            '{}<br><small class="planned" data-planned>{}</small>',
+            task.first_document or "-",
+            planned,
+        )
+
+    @admin.display(description="plan of calls")
+    def plan_calls(self, task: Task) -> str:
+        return plan_table(task)
 
     @admin.display(description="reserved", ordering="reserved_micros")
     def reserved(self, task: Task) -> str:

@@ -17,6 +17,7 @@ from reports.observability.waterfall import compare, default_trio, task_waterfal
 
 ROLES = ("normal", "slow", "failed")
 LEGEND = ("queue", *STAGES, "other")
+PLAN_LEGEND = ("part", "round", "final")
 
 
 class TimingAdminMixin:
@@ -30,7 +31,7 @@ class TimingAdminMixin:
         return format_html(
             '<div class="observability" data-waterfall>{}{}</div>',
             task_waterfall(task).chart(),
-            legend(),
+            legend(planned=bool((task.plan or {}).get("parts"))),
         )
 
     @admin.action(description="Compare side by side (select 3: normal, slow, failed)")
@@ -106,6 +107,7 @@ def _task_or_none(value: str) -> Task | None:
     return Task.objects.defer("report_html").filter(pk=task_id).first()
 
 
-def legend() -> str:
-    keys = format_html_join(" ", '<span class="key seg {}"></span> {}', ((k, k) for k in LEGEND))
+def legend(planned: bool = False) -> str:
+    shown = LEGEND + PLAN_LEGEND if planned else LEGEND
+    keys = format_html_join(" ", '<span class="key seg {}"></span> {}', ((k, k) for k in shown))
     return format_html('<p class="legend">{} <span class="key marker"></span> first text</p>', keys)

@@ -5,6 +5,9 @@ Every task created in the window counts. A task that timed out (`timeout`, or
 milestone (claim, first text, first text on the page) it is counted at the time it
 ended, as a lower bound (a censored sample, see `reports.observability.percentiles`); its total is
 its time to the timeout; its last stage lasts until the timeout.
+
+One-call tasks and planned ones (a plan of more than one provider call, `Task.plan`) can
+be measured apart: a planned task reads a whole long document and takes longer by design.
 """
 
 from __future__ import annotations
@@ -13,9 +16,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db.models import Q
 from django.db.models.functions import Now
 
-from reports.models import STAGES, TERMINAL, Attempt, ErrorType, Status, Task
+from reports.models import STAGES, TERMINAL, Attempt, ErrorType, PlanCall, Status, Task
 from reports.observability.percentiles import Sample, Summary, summarize
 
 TIMEOUT_ERRORS = (ErrorType.TIMEOUT, ErrorType.STALLED)
@@ -26,6 +30,14 @@ WINDOWS = {
     "all": ("all time", None),
 }
 DEFAULT_WINDOW = "24h"
+# A task that has not made its plan yet (or an older one) counts as one call.
+ONE_CALL = Q(plan__isnull=True) | Q(plan__calls__lte=1)
+CALLS = {  # key: (label, which tasks)
+    "all": ("every task", Q()),
+    "one": ("one-call tasks", ONE_CALL),
+    "planned": ("planned tasks (more than one call)", ~ONE_CALL),
+}
+DEFAULT_CALLS = "all"
 TASK_METRICS = (  # key, short label (charts), what it measures (tables)
     ("queue", "Queue", "submit → first claim"),
     ("first_text", "First text, backend", "submit → first text written"),
@@ -48,7 +60,9 @@ class Rate:
 @dataclass(frozen=True)
 class Figures:
     window: str
-    tasks: int  # created in the window
+    calls: str  # a key of CALLS
+    tasks: int  # created in the window, of the kind `calls` selects
+    planned: int  # of which planned
     ended: int
     task_metrics: list[tuple[str, str, str, Summary]]  # key, label, what it measures, summary
     stage_metrics: list[tuple[str, str, str, Summary]]
@@ -59,21 +73,22 @@ def _ms(start, end) -> float:
     return (end - start).total_seconds() * 1000
 
 
-def tasks_in(window: str):
+def tasks_in(window: str, calls: str = DEFAULT_CALLS):
     since = WINDOWS[window][1]
-    tasks = Task.objects.all()
+    tasks = Task.objects.filter(CALLS[calls][1])
     if since is not None:
         tasks = tasks.filter(created_at__gte=Now() - since)
     return tasks
 
 
-def figures(window: str) -> Figures:
-    """Return the page's figures for tasks created in `window` (a key of WINDOWS)."""
+def figures(window: str, calls: str = DEFAULT_CALLS) -> Figures:
+    """Return the page's figures for tasks created in `window` (a key of WINDOWS), of the
+    kind `calls` (a key of CALLS)."""
     small = settings.REPORTS_LATENCY_SMALL_SAMPLE
     samples: dict[str, list[Sample]] = {key: [] for key, *_ in TASK_METRICS}
     counts = {"ended": 0, "failed": 0, "cancelled": 0, "timed_out": 0, "reconciliation": 0}
-    tasks = tasks_in(window)
-    rows = tasks.values_list(
+    tasks = tasks_in(window, calls)
+    rows = tasks.annotate(planned=~ONE_CALL).values_list(
         "status",
         "error_type",
         "created_at",
@@ -81,10 +96,13 @@ def figures(window: str) -> Figures:
         "first_text_at",
         "finished_at",
         "frontend_first_text_ms",
+        "planned",
     )
-    total = 0
-    for status, error_type, created, claimed, first_text, finished, frontend in rows.iterator():
+    total = planned_count = 0
+    for row in rows.iterator():
+        status, error_type, created, claimed, first_text, finished, frontend, planned = row
         total += 1
+        planned_count += bool(planned)
         timed_out = status == Status.FAILED and error_type in TIMEOUT_ERRORS
         ended_ms = _ms(created, finished) if finished else None
         bound = Sample(ended_ms, censored=True) if timed_out and ended_ms is not None else None
@@ -108,7 +126,9 @@ def figures(window: str) -> Figures:
     ended = counts["ended"]
     return Figures(
         window=window,
+        calls=calls,
         tasks=total,
+        planned=planned_count,
         ended=ended,
         task_metrics=[
             (key, label, measures, summarize(samples[key], small_below=small))
@@ -117,6 +137,10 @@ def figures(window: str) -> Figures:
         stage_metrics=[
             (stage, stage, "per ended attempt", summarize(found, small_below=small))
             for stage, found in _stage_samples(tasks).items()
+        ]
+        + [
+            (key, label, "per ended call of a plan", summarize(found, small_below=small))
+            for key, label, found in _call_samples(tasks)
         ],
         rates=[
             Rate("failed", counts["failed"], ended),
@@ -138,3 +162,15 @@ def _stage_samples(tasks) -> dict[str, list[Sample]]:
             censored = stage == last and error_type in TIMEOUT_ERRORS
             found.setdefault(stage, []).append(Sample(ms, censored))
     return found
+
+
+def _call_samples(tasks) -> list[tuple[str, str, list[Sample]]]:
+    """Return the durations of the ended calls of the plans of `tasks`, parts and rounds
+    apart; none when no task of the window was planned."""
+    found: dict[str, list[Sample]] = {kind: [] for kind in PlanCall.Kind.values}
+    calls = PlanCall.objects.filter(task__in=tasks, duration_ms__isnull=False)
+    for kind, ms in calls.values_list("kind", "duration_ms").iterator():
+        found.setdefault(kind, []).append(Sample(ms))
+    if not any(found.values()):
+        return []
+    return [(f"{kind}_call", f"{kind} call", samples) for kind, samples in found.items()]

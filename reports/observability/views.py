@@ -69,7 +69,10 @@ def latency_page(request: HttpRequest) -> HttpResponse:
     window = request.GET.get("window", latency.DEFAULT_WINDOW)
     if window not in latency.WINDOWS:
         window = latency.DEFAULT_WINDOW
-    figures = latency.figures(window)
+    calls = request.GET.get("calls", latency.DEFAULT_CALLS)
+    if calls not in latency.CALLS:
+        calls = latency.DEFAULT_CALLS
+    figures = latency.figures(window, calls)
     return render(
         request,
         "reports/staff/latency.html",
@@ -79,6 +82,8 @@ def latency_page(request: HttpRequest) -> HttpResponse:
             "figures": figures,
             "windows": [(key, label) for key, (label, _) in latency.WINDOWS.items()],
             "window_label": latency.WINDOWS[window][0],
+            "calls_choices": [(key, label) for key, (label, _) in latency.CALLS.items()],
+            "calls_label": latency.CALLS[calls][0],
             "small_below": settings.REPORTS_LATENCY_SMALL_SAMPLE,
             "is_nav_sidebar_enabled": False,  # the charts need the width
             "task_chart": charts.percentile_chart(

@@ -5,6 +5,11 @@ retry, from the previous attempt's end, `Retry-After` included), then its stages
 to end from the attempt's start, with a marker at its first text. What the stages do
 not cover up to the attempt's end (the status writes between them) is drawn as
 `other`, so nothing is hidden.
+
+A planned task then has a row per call of its plan, on the same axis: the parts
+(overlapping where they ran side by side), the rounds, then the final call that wrote
+the report, from the latest call's end to the end of the last attempt's generate stage.
+A call whose notes an earlier attempt wrote is drawn where that attempt ran it.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import Q
+from django.utils import timezone
 
-from reports.models import STAGES, Attempt, Lane, Status, Task
+from reports.models import STAGES, Attempt, Lane, PlanCall, Status, Task
 from reports.observability.charts import Row, Segment, format_ms, waterfall_chart
 
 SIDE_BY_SIDE_POOL = 200  # recent succeeded tasks the default "normal" and "slow" come from
@@ -87,6 +93,7 @@ def task_waterfall(task: Task) -> TaskWaterfall:
                 )
             )
         rows.append(row)
+    rows.extend(plan_rows(task, attempts[-1] if attempts else None))
     if not attempts:
         end = task.duration_ms if task.finished_at else _ms(t0, task.created_at)
         rows.append(Row("queue", [Segment("queue", 0, end or 0, f"queue: {format_ms(end)}")]))
@@ -96,6 +103,77 @@ def task_waterfall(task: Task) -> TaskWaterfall:
     figures["first text"] = task.first_text_ms
     figures["total"] = task.duration_ms
     return TaskWaterfall(task, rows, axis, figures)
+
+
+def plan_rows(task: Task, last: Attempt | None) -> list[Row]:
+    """One row per call of the task's plan that started, then the final call."""
+    t0 = task.created_at
+    calls = list(
+        PlanCall.objects.filter(task=task, started_at__isnull=False)
+        .order_by("position")
+        .only(
+            "key",
+            "kind",
+            "label",
+            "status",
+            "attempt_number",
+            "started_at",
+            "ended_at",
+            "first_passage",
+            "last_passage",
+            "first_text_ms",
+        )
+    )
+    rows = []
+    for call in calls:
+        start = _ms(t0, call.started_at)
+        # A call still running is drawn up to now; one the task's end cut off, to that end.
+        end = _ms(t0, call.ended_at or task.finished_at or timezone.now())
+        reads = call.label or (
+            f"S{call.first_passage} to S{call.last_passage}" if call.first_passage else ""
+        )
+        by = f"attempt {call.attempt_number}" if call.attempt_number else call.status
+        row = Row(f"{call.key} · {by}")
+        row.segments.append(
+            Segment(
+                call.kind,
+                start,
+                end,
+                f"{call.key} ({reads}), {call.status}: {format_ms(end - start)}",
+            )
+        )
+        if call.first_text_ms is not None:
+            row.markers.append(
+                (
+                    start + call.first_text_ms,
+                    f"first notes {format_ms(call.first_text_ms)} after the call began",
+                )
+            )
+        rows.append(row)
+    if not calls or last is None or "generate" not in last.stage_ms:
+        return rows
+    began = _ms(t0, last.started_at)
+    before = sum(last.stage_ms.get(s, 0.0) for s in STAGES[: STAGES.index("generate")])
+    generate_end = began + before + last.stage_ms["generate"]
+    start = min(max(row.segments[0].end_ms for row in rows), generate_end)
+    final = Row(f"final · attempt {last.number}")
+    final.segments.append(
+        Segment(
+            "final",
+            start,
+            generate_end,
+            f"the report from the notes: {format_ms(generate_end - start)}",
+        )
+    )
+    if last.first_text_ms is not None:
+        final.markers.append(
+            (
+                began + last.first_text_ms,
+                f"first text {format_ms(last.first_text_ms)} after the attempt began",
+            )
+        )
+    rows.append(final)
+    return rows
 
 
 @dataclass

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from reports.observability import latency
+from tests.observability.plans import planned_task
 from tests.timings import ended_task
 
 pytestmark = pytest.mark.django_db
@@ -108,3 +109,35 @@ def test_the_admin_index_links_to_it(admin_client):
     html = admin_client.get("/admin/").content.decode()
     assert 'href="/staff/latency/"' in html
     assert 'href="/admin/reports/task/compare/"' in html
+
+
+def test_one_call_and_planned_tasks_are_measured_apart(admin_client, alice):
+    quick = ended_task(alice, total_s=2.0)
+    for total in (30.0, 40.0):
+        planned = ended_task(alice, total_s=total)
+        planned.plan = {"parts": 4, "rounds": 0, "calls": 5}
+        planned.save(update_fields=["plan"])
+    quick.plan = {"parts": 0, "rounds": 0, "calls": 1}
+    quick.save(update_fields=["plan"])
+    ended_task(alice, total_s=3.0)  # no plan recorded: one call
+    totals = {calls: summary(latency.figures("all", calls), "total") for calls in latency.CALLS}
+    assert {calls: t.count for calls, t in totals.items()} == {"all": 4, "one": 2, "planned": 2}
+    assert totals["one"][99].ms == 3000 and totals["planned"][50].ms == 30_000
+    html = admin_client.get("/staff/latency/?window=all&calls=planned").content.decode()
+    assert '<option value="planned" selected>' in html
+    assert "2 tasks created (2 planned)" in html and "n=2" in html
+    every = admin_client.get("/staff/latency/?window=all&calls=bogus").content.decode()
+    assert "4 tasks created (2 planned)" in every
+
+
+def test_the_calls_of_plans_have_their_own_rows(admin_client, make_task):
+    assert "part call" not in admin_client.get("/staff/latency/?window=all").content.decode()
+    planned_task(make_task(), parts=3, reused=1)
+    figures = latency.figures("all", "planned")
+    assert summary(figures, "part_call").count == 3
+    assert summary(figures, "part_call")[50].ms == 2000
+    assert summary(figures, "round_call").count == 1
+    one_call = latency.figures("all", "one")
+    assert "part_call" not in {key for key, *_ in one_call.stage_metrics}
+    html = admin_client.get("/staff/latency/?window=all&calls=planned").content.decode()
+    assert "part call" in html and "per ended call of a plan" in html
