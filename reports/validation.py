@@ -1,12 +1,127 @@
-"""Is a report fit to save? The rules of docs/api.md, "A report is valid when…"."""
+"""Is a report fit to save? The rules of docs/api.md, "A report is valid when…", and its
+citations settled against the task's passages ("Passages, parts and citations")."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Sequence
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 # Headings are read from the token stream, so a `#` line inside a code fence is not one.
 _md = MarkdownIt("commonmark")
+
+# What a model writes as a citation, well formed ("[S12]", "[S3, S7]") or not ("[S12a]",
+# "【S3】", "[S3; s7]"): brackets holding only S-ids. An escaped "\\[" is text, and "[S3](…)"
+# a link.
+CITATION_LIKE = re.compile(
+    r"((?<=\S)[ \t]+)?(?<!\\)([\[\u3010\u3014])[ \t]*([Ss]\w*(?:[ \t]*[,;][ \t]*[Ss]\w*)*)"
+    r"[ \t]*[\]\u3011\u3015](?!\()"
+)
+_ID_SEPARATOR = re.compile(r"[ \t]*[,;][ \t]*")
+PASSAGE_ID = re.compile(r"S([1-9]\d*)")
+# A run of backticks opens a code span that the same run closes.
+_CODE_SPAN = re.compile(r"(`+)(?:.|\n)*?(?<!`)\1(?!`)")
+_SOURCES_HEADING = "sources"
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~&!])")
+
+
+def settle_citations(report: str, passages: Sequence) -> tuple[str, int]:
+    """Remove every citation id that names none of `passages`, and end the report with its
+    `## Sources`: each cited passage once, in order. Return the report and the count of
+    ids removed.
+
+    `passages` are reports.parsers.passages.Passage objects or rows with the same fields.
+    Ids in code are not citations; a `## Sources` section the model wrote is replaced.
+    """
+    known = {passage.number: passage for passage in passages}
+    lines = _without_sources(report).split("\n")
+    code_lines = _code_block_lines("\n".join(lines))
+    cited: set[int] = set()
+    removed = 0
+
+    def settle(match: re.Match) -> str:
+        nonlocal removed
+        ids = _ID_SEPARATOR.split(match.group(3))
+        kept = []
+        for passage_id in ids:
+            number = PASSAGE_ID.fullmatch(passage_id)
+            if match.group(2) == "[" and number and int(number[1]) in known:
+                kept.append(passage_id)
+                cited.add(int(number[1]))
+        removed += len(ids) - len(kept)
+        # A citation removed whole takes the space before it along: "said. [S9999]".
+        return f"{match.group(1) or ''}[{', '.join(kept)}]" if kept else ""
+
+    # The text between code blocks is settled in one piece, so that a code span
+    # crossing a line break is skipped whole.
+    settled: list[str] = []
+    prose: list[str] = []
+    for number, line in enumerate([*lines, None]):
+        if line is not None and number not in code_lines:
+            prose.append(line)
+            continue
+        if prose:
+            settled.append(_settle_prose("\n".join(prose), settle))
+            prose = []
+        if line is not None:
+            settled.append(line)
+    text = "\n".join(settled).rstrip()
+    return text + "\n\n" + _sources_section([known[n] for n in sorted(cited)]), removed
+
+
+def _settle_prose(text: str, settle) -> str:
+    pieces = []
+    start = 0
+    for span in _CODE_SPAN.finditer(text):
+        pieces.append(CITATION_LIKE.sub(settle, text[start : span.start()]))
+        pieces.append(span.group())
+        start = span.end()
+    pieces.append(CITATION_LIKE.sub(settle, text[start:]))
+    return "".join(pieces)
+
+
+def _code_block_lines(text: str) -> set[int]:
+    return {
+        line
+        for token in _md.parse(text)
+        if token.type in {"fence", "code_block"} and token.map
+        for line in range(*token.map)
+    }
+
+
+def _without_sources(report: str) -> str:
+    """Return the report without the `## Sources` sections it has."""
+    lines = report.split("\n")
+    tokens = _md.parse(report)
+    drop: set[int] = set()
+    h2 = [i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
+    for position, i in enumerate(h2):
+        if _heading_text(tokens, i) != _SOURCES_HEADING or not tokens[i].map:
+            continue
+        end = len(lines)
+        if position + 1 < len(h2) and tokens[h2[position + 1]].map:
+            end = tokens[h2[position + 1]].map[0]
+        drop.update(range(tokens[i].map[0], end))
+    return "\n".join(line for n, line in enumerate(lines) if n not in drop)
+
+
+def _sources_section(cited: Sequence) -> str:
+    if not cited:
+        return "## Sources\n\nThe report cites no passage.\n"
+    rows = [f"- S{p.number} — {_escape(p.document)}, {_escape(_place(p))}" for p in cited]
+    return "## Sources\n\n" + "\n".join(rows) + "\n"
+
+
+def _place(passage) -> str:
+    if passage.section:
+        return " ".join(passage.section.split())
+    return f"page {passage.page}" if passage.page else "its beginning"
+
+
+def _escape(text: str) -> str:
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
 
 
 def validate_report(text: str, *, max_kb: int) -> list[str]:
