@@ -82,8 +82,9 @@ def _render_image(
     return self.renderToken(tokens, idx, options, env)
 
 
-# In a text, before escapes join it: "\\[S3\\]" is text, not a citation.
-_CITATION = re.compile(r"\[(S[1-9]\d*(?:[ \t]*,[ \t]*S[1-9]\d*)*)\]")
+# In a text, before escapes join it: "\\[S3\\]" is text, not a citation; nor is a link
+# the renderer refused, "[S3](…)".
+_CITATION = re.compile(r"\[(S[1-9]\d*(?:[ \t]*,[ \t]*S[1-9]\d*)*)\](?!\()")
 _PASSAGE_ID = re.compile(r"S[1-9]\d*")
 # An entry of the Sources section: "S12 — file name, section".
 _SOURCE_ENTRY = re.compile(r"^(S[1-9]\d*)(?= \u2014 )")
