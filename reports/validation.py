@@ -1,5 +1,5 @@
 """Is a report fit to save? The rules of docs/api.md, "A report is valid when…", and its
-citations settled against the task's passages ("Passages, parts and citations")."""
+citations settled against the task's passages ("Citations and source passages")."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from markdown_it.token import Token
 _md = MarkdownIt("commonmark")
 
 # What a model writes as a citation, well formed ("[S12]", "[S3, S7]") or not ("[S12a]",
-# "【S3】", "[S3; s7]"): brackets holding only S-ids. An escaped "\\[" is text, and "[S3](…)"
-# a link.
+# "【S3】", "[S3; s7]"): brackets holding only ids of an S and a digit, so "[Sic]" is text.
+# An escaped "\\[" is text, and "[S3](…)" a link.
 CITATION_LIKE = re.compile(
-    r"((?<=\S)[ \t]+)?(?<!\\)([\[\u3010\u3014])[ \t]*([Ss]\w*(?:[ \t]*[,;][ \t]*[Ss]\w*)*)"
+    r"((?<=\S)[ \t]+)?(?<!\\)([\[\u3010\u3014])[ \t]*([Ss]\d\w*(?:[ \t]*[,;][ \t]*[Ss]\d\w*)*)"
     r"[ \t]*[\]\u3011\u3015](?!\()"
 )
 _ID_SEPARATOR = re.compile(r"[ \t]*[,;][ \t]*")
