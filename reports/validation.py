@@ -3,6 +3,7 @@ citations settled against the task's passages ("Citations and source passages").
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 
@@ -21,8 +22,7 @@ CITATION_LIKE = re.compile(
 )
 _ID_SEPARATOR = re.compile(r"[ \t]*[,;][ \t]*")
 PASSAGE_ID = re.compile(r"S([1-9]\d*)")
-# A run of backticks opens a code span that the same run closes.
-_CODE_SPAN = re.compile(r"(`+)(?:.|\n)*?(?<!`)\1(?!`)")
+_BACKTICKS = re.compile(r"`+")
 _SOURCES_HEADING = "sources"
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~&!])")
 
@@ -36,8 +36,16 @@ def settle_citations(report: str, passages: Sequence) -> tuple[str, int]:
     Ids in code are not citations; a `## Sources` section the model wrote is replaced.
     """
     known = {passage.number: passage for passage in passages}
-    lines = _without_sources(report).split("\n")
-    code_lines = _code_block_lines("\n".join(lines))
+    # Lines as markdown-it counts them, so that its maps index them.
+    lines = report.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    tokens = _md.parse("\n".join(lines))
+    dropped = _sources_lines(tokens, len(lines))
+    code_lines = {
+        line
+        for token in tokens
+        if token.type in {"fence", "code_block"} and token.map
+        for line in range(*token.map)
+    }
     cited: set[int] = set()
     removed = 0
 
@@ -54,16 +62,18 @@ def settle_citations(report: str, passages: Sequence) -> tuple[str, int]:
         # A citation removed whole takes the space before it along: "said. [S9999]".
         return f"{match.group(1) or ''}[{', '.join(kept)}]" if kept else ""
 
-    # The text between code blocks is settled in one piece, so that a code span
+    # Each paragraph outside code blocks is settled in one piece, so that a code span
     # crossing a line break is skipped whole.
     settled: list[str] = []
     prose: list[str] = []
     for number, line in enumerate([*lines, None]):
-        if line is not None and number not in code_lines:
+        if number in dropped:
+            continue
+        if line is not None and line.strip(" \t") and number not in code_lines:
             prose.append(line)
             continue
         if prose:
-            settled.append(_settle_prose("\n".join(prose), settle))
+            settled.append(_settle_paragraph("\n".join(prose), settle))
             prose = []
         if line is not None:
             settled.append(line)
@@ -71,40 +81,50 @@ def settle_citations(report: str, passages: Sequence) -> tuple[str, int]:
     return text + "\n\n" + _sources_section([known[n] for n in sorted(cited)]), removed
 
 
-def _settle_prose(text: str, settle) -> str:
+def _settle_paragraph(text: str, settle) -> str:
     pieces = []
     start = 0
-    for span in _CODE_SPAN.finditer(text):
-        pieces.append(CITATION_LIKE.sub(settle, text[start : span.start()]))
-        pieces.append(span.group())
-        start = span.end()
+    for span_start, span_end in _code_spans(text):
+        pieces.append(CITATION_LIKE.sub(settle, text[start:span_start]))
+        pieces.append(text[span_start:span_end])
+        start = span_end
     pieces.append(CITATION_LIKE.sub(settle, text[start:]))
     return "".join(pieces)
 
 
-def _code_block_lines(text: str) -> set[int]:
-    return {
-        line
-        for token in _md.parse(text)
-        if token.type in {"fence", "code_block"} and token.map
-        for line in range(*token.map)
-    }
+def _code_spans(text: str) -> list[tuple[int, int]]:
+    """Return where the code spans are: from a run of backticks to the next run of the same
+    length. In one pass over the runs, so that thousands of backticks stay quick."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text)]
+    by_length: dict[int, list[int]] = {}
+    for index, (start, end) in enumerate(runs):
+        by_length.setdefault(end - start, []).append(index)
+    spans = []
+    index = 0
+    while index < len(runs):
+        start, end = runs[index]
+        same = by_length[end - start]
+        after = bisect.bisect_right(same, index)
+        if after == len(same):
+            index += 1
+            continue
+        spans.append((start, runs[same[after]][1]))
+        index = same[after] + 1
+    return spans
 
 
-def _without_sources(report: str) -> str:
-    """Return the report without the `## Sources` sections it has."""
-    lines = report.split("\n")
-    tokens = _md.parse(report)
-    drop: set[int] = set()
+def _sources_lines(tokens: list[Token], line_count: int) -> set[int]:
+    """Return the lines of the `## Sources` sections the report has."""
+    lines: set[int] = set()
     h2 = [i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
     for position, i in enumerate(h2):
         if _heading_text(tokens, i) != _SOURCES_HEADING or not tokens[i].map:
             continue
-        end = len(lines)
+        end = line_count
         if position + 1 < len(h2) and tokens[h2[position + 1]].map:
             end = tokens[h2[position + 1]].map[0]
-        drop.update(range(tokens[i].map[0], end))
-    return "\n".join(line for n, line in enumerate(lines) if n not in drop)
+        lines.update(range(tokens[i].map[0], end))
+    return lines
 
 
 def _sources_section(cited: Sequence) -> str:

@@ -154,6 +154,12 @@ def test_ids_in_code_are_not_citations():
     assert sources_of(settled) == ["The report cites no passage."]
 
 
+def test_a_lone_backtick_shields_nothing_beyond_its_paragraph():
+    report = VALID.replace("north.", "north, ` alone.\n\nLater [S9999] and ``x`` [S1].")
+    settled, removed = settle_citations(report, PASSAGES)
+    assert removed == 1 and "Later and ``x`` [S1]." in settled
+
+
 def test_escaped_brackets_links_and_bracketed_words_are_not_citations():
     said = r"north \[S9999\] and [S9999](https://example.com) [sic] [Source] [S, T]."
     settled, removed = settle_citations(VALID.replace("north.", said), PASSAGES)
