@@ -77,8 +77,21 @@ def settle_citations(report: str, passages: Sequence) -> tuple[str, int]:
             prose = []
         if line is not None:
             settled.append(line)
-    text = "\n".join(settled).rstrip()
+    text = "\n".join(settled).rstrip() + _closing_fence(tokens, lines)
     return text + "\n\n" + _sources_section([known[n] for n in sorted(cited)]), removed
+
+
+def _closing_fence(tokens: list[Token], lines: list[str]) -> str:
+    """Return the line that closes a code fence left open at the end, or nothing: the
+    Sources section must not land in it."""
+    last = tokens[-1] if tokens else None
+    if last is None or last.type != "fence" or not last.map:
+        return ""
+    start, end = last.map
+    closing = lines[end - 1].strip(" \t")
+    fence = last.markup
+    closed = end - start > 1 and len(closing) >= len(fence) and closing == fence[0] * len(closing)
+    return "" if closed else "\n" + fence
 
 
 def _settle_paragraph(text: str, settle) -> str:

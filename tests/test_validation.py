@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reports.parsers.passages import Passage
+from reports.rendering import render_markdown
 from reports.validation import settle_citations, validate_report
 
 VALID = """# Quarterly review
@@ -158,6 +159,14 @@ def test_a_lone_backtick_shields_nothing_beyond_its_paragraph():
     report = VALID.replace("north.", "north, ` alone.\n\nLater [S9999] and ``x`` [S1].")
     settled, removed = settle_citations(report, PASSAGES)
     assert removed == 1 and "Later and ``x`` [S1]." in settled
+
+
+@pytest.mark.parametrize("end", ["```\ncode [S1]", "~~~~\ncode\n~~~", "```\n"])
+def test_the_sources_section_never_lands_in_a_code_fence_left_open(end):
+    settled, _ = settle_citations(VALID + "\n" + end, PASSAGES)
+    assert settled.startswith(VALID + "\n" + end.rstrip("\n"))
+    assert validate_report(settled, max_kb=200) == []
+    assert "<h2>Sources</h2>" in render_markdown(settled)
 
 
 def test_escaped_brackets_links_and_bracketed_words_are_not_citations():
