@@ -225,7 +225,7 @@ def test_a_task_page_runs_a_fixed_number_of_queries(
     assert f'data-task-status="{kind}"' in response.content.decode()
 
 
-# --- source passages (docs/pages.md, "The source page") ---------------------------------
+# --- source passages (docs/pages.md, "Citations") --------------------------------------
 
 
 def page_without_token(response) -> str:
