@@ -17,7 +17,7 @@ from django.http.request import RawPostDataException
 from django.urls import reverse
 
 from reports import lifecycle, presentation, storage, submissions
-from reports.auth import ApiError, api_view, owned_task
+from reports.auth import NOT_FOUND, ApiError, api_view, owned_task
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.observability import tracing
 from reports.submissions import form as submission_form
@@ -216,6 +216,22 @@ def task_age_ms(task: Task) -> float:
     """Return how long ago the task was submitted, by the database's clock (as created_at)."""
     age = Task.objects.filter(pk=task.pk).annotate(age=Now() - F("created_at"))
     return age.values_list("age", flat=True).get().total_seconds() * 1000
+
+
+@api_view({"GET"})
+def source(request: HttpRequest, user, task_id, passage_id: str) -> JsonResponse:
+    passage = presentation.source_passage(owned_task(user, task_id), passage_id)
+    if passage is None:
+        raise ApiError(*NOT_FOUND)
+    return JsonResponse(
+        {
+            "id": passage.passage_id,
+            "document": passage.document,
+            "section": passage.section or None,
+            "page": passage.page,
+            "text": passage.text,
+        }
+    )
 
 
 @api_view({"POST"})

@@ -27,11 +27,14 @@ from reports.models import (
     Attempt,
     CostStatus,
     ErrorType,
+    SourcePassage,
     Status,
     Task,
     TaskEvent,
 )
 
+# A passage id as a citation names it; nine digits at most stay inside the column's range.
+PASSAGE_ID = re.compile(r"S([1-9]\d{0,8})")
 WAIT_SAMPLE = 20  # succeeded tasks of the lane that the wait estimate is based on
 
 LABELS = {
@@ -238,6 +241,14 @@ def download_name(task: Task) -> str:
     stem = first.name.rsplit(".", 1)[0] if first is not None else ""
     stem = re.sub(r"[^\w.-]+", "-", stem).strip(".-")[:100]
     return f"{stem or 'report'}-report.md"
+
+
+def source_passage(task: Task, passage_id: str) -> SourcePassage | None:
+    """Return the task's passage named by `passage_id` ("S12"), or None for any other id."""
+    match = PASSAGE_ID.fullmatch(passage_id)
+    if match is None:
+        return None
+    return task.passages.filter(number=int(match[1])).first()
 
 
 def page_context(task: Task) -> dict[str, Any]:

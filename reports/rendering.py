@@ -1,4 +1,8 @@
-"""Markdown to safe HTML for the finished report (rendered once, server side)."""
+"""Markdown to safe HTML for the finished report (rendered once, server side).
+
+Each citation of a passage ("[S12]", "[S3, S7]") becomes a link to its source page,
+relative to the task page: `<a data-citation="S12" href="sources/S12/">S12</a>`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from urllib.parse import unquote
 import nh3
 from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
+from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
@@ -25,7 +30,7 @@ _TAGS = {
     "li", "ol", "p", "pre", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul",
 }  # fmt: skip
 _ATTRIBUTES = {
-    "a": {"href", "title"},
+    "a": {"href", "title", "data-citation"},
     "img": {"src", "alt", "title"},
     "ol": {"start"},
 }
@@ -77,8 +82,66 @@ def _render_image(
     return self.renderToken(tokens, idx, options, env)
 
 
+# In a text, before escapes join it: "\\[S3\\]" is text, not a citation; nor is a link
+# the renderer refused, "[S3](…)".
+_CITATION = re.compile(r"\[(S[1-9]\d*(?:[ \t]*,[ \t]*S[1-9]\d*)*)\](?!\()")
+_PASSAGE_ID = re.compile(r"S[1-9]\d*")
+# An entry of the Sources section: "S12 — file name, section".
+_SOURCE_ENTRY = re.compile(r"^(S[1-9]\d*)(?= \u2014 )")
+
+
+def _citation_link(passage_id: str) -> list[Token]:
+    link = Token("link_open", "a", 1, attrs={"href": f"sources/{passage_id}/"})
+    link.attrSet("data-citation", passage_id)
+    return [link, Token("text", "", 0, content=passage_id), Token("link_close", "a", -1)]
+
+
+def _text(content: str) -> Token:
+    return Token("text", "", 0, content=content)
+
+
+def _linked(text: str, pattern: re.Pattern) -> list[Token]:
+    """Split a text token at each match of `pattern`, its passage ids made links."""
+    tokens: list[Token] = []
+    start = 0
+    for match in pattern.finditer(text):
+        tokens.append(_text(text[start : match.start(1)]))
+        ids = match.group(1)
+        at = 0
+        for found in _PASSAGE_ID.finditer(ids):
+            tokens.append(_text(ids[at : found.start()]))
+            tokens.extend(_citation_link(found.group()))
+            at = found.end()
+        start = match.end(1)
+    tokens.append(_text(text[start:]))
+    return [t for t in tokens if t.type != "text" or t.content]
+
+
+def _link_citations(state: StateCore) -> None:
+    """Link the citations in the report's text, and the ids of its Sources section."""
+    in_sources = False
+    for index, block in enumerate(state.tokens):
+        if block.type == "heading_open" and block.tag == "h2":
+            in_sources = state.tokens[index + 1].content.strip().casefold() == "sources"
+        if block.type != "inline" or not block.children:
+            continue
+        children: list[Token] = []
+        in_link = 0
+        for position, token in enumerate(block.children):
+            in_link += {"link_open": 1, "link_close": -1}.get(token.type, 0)
+            if token.type != "text" or in_link:
+                children.append(token)
+                continue
+            if in_sources and position == 0 and state.tokens[index - 1].type == "paragraph_open":
+                children.extend(_linked(token.content, _SOURCE_ENTRY))
+                continue
+            children.extend(_linked(token.content, _CITATION))
+        block.children = children
+
+
 _md = MarkdownIt("commonmark", {"html": False}).enable("table")
 _md.validateLink = is_safe_link  # type: ignore[method-assign]
+_md.core.ruler.before("text_join", "citations", _link_citations)
 _md.add_render_rule("link_open", _render_link_open)
 _md.add_render_rule("image", _render_image)
 

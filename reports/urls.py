@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("tasks/<uuid:task_id>/", views.task, name="task"),
     path("tasks/<uuid:task_id>/retry/", views.retry, name="task-retry"),
+    path("tasks/<uuid:task_id>/sources/<str:passage_id>/", views.source, name="task-source"),
     # the JSON API and the event stream (docs/api.md)
     path("api/tasks", api.tasks, name="api-tasks"),
     path("api/tasks/<str:task_id>", api.task_detail, name="api-task"),
@@ -17,6 +18,7 @@ urlpatterns = [
     path("api/tasks/<str:task_id>/retry", api.retry, name="api-task-retry"),
     path("api/tasks/<str:task_id>/result", api.result, name="api-task-result"),
     path("api/tasks/<str:task_id>/timing", api.timing, name="api-task-timing"),
+    path("api/tasks/<str:task_id>/sources/<str:passage_id>", api.source, name="api-task-source"),
     # observability (docs/observability.md)
     path("version", observability_views.version, name="version"),
     path("metrics", observability_views.metrics_view, name="metrics"),

@@ -1,4 +1,5 @@
-"""The pages: the upload form with the user's reports, and the live task page."""
+"""The pages: the upload form with the user's reports, the live task page, and the source
+passages its report cites."""
 
 from __future__ import annotations
 
@@ -82,6 +83,31 @@ def retry(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
     except ApiError as exc:
         return _task_page(request, found, reused=raw is None, error=exc)
     return redirect("task", task_id=task.pk)
+
+
+@login_required
+@require_GET
+def source(request: HttpRequest, task_id: uuid.UUID, passage_id: str) -> HttpResponse:
+    """Show one passage of the user's task, with the passages before and after it."""
+    found = _owned_or_404(request, task_id)
+    passage = presentation.source_passage(found, passage_id)
+    if passage is None:
+        raise Http404("No such task.")
+    neighbours = set(
+        found.passages.filter(number__in=[passage.number - 1, passage.number + 1]).values_list(
+            "number", flat=True
+        )
+    )
+    context = {
+        "task": found,
+        "title": presentation.task_title(found),
+        "passage": passage,
+        "previous": f"S{passage.number - 1}" if passage.number - 1 in neighbours else None,
+        "next": f"S{passage.number + 1}" if passage.number + 1 in neighbours else None,
+    }
+    response = render(request, "reports/source.html", context)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _task_page(request, task: Task, *, reused: bool, error: ApiError | None = None):

@@ -25,8 +25,16 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from reports import storage, submissions
-from reports.models import Attempt, AttemptStatus, Document, Status, Task, TaskEvent
-from reports.providers.base import Completed, Provider, ProviderError, TextDelta, Usage
+from reports.models import Attempt, AttemptStatus, Document, SourcePassage, Status, Task, TaskEvent
+from reports.parsers import passages
+from reports.providers.base import (
+    Completed,
+    Provider,
+    ProviderError,
+    SourceDocument,
+    TextDelta,
+    Usage,
+)
 from reports.submissions import Submission, Upload
 from reports.threads import on_shared_db
 from reports.worker.supervisor import Supervisor
@@ -51,6 +59,7 @@ TASK_ROUTES = [
     ("post", "/api/tasks/{id}/cancel"),
     ("post", "/api/tasks/{id}/retry"),
     ("post", "/api/tasks/{id}/timing"),
+    ("get", "/api/tasks/{id}/sources/S1"),
 ]
 
 
@@ -344,3 +353,20 @@ async def queries_on_shared_db():
         yield captured
     finally:
         await on_shared_db(captured.__exit__)(None, None, None)
+
+
+def store_passages(task: Task, text: str = SAMPLE, max_chars: int = 200) -> list:
+    """Cut `text` into passages and store them as the task's, as the parse stage does."""
+    cut = passages.cut([SourceDocument("doc.md", text)], max_chars)
+    SourcePassage.objects.bulk_create(
+        SourcePassage(
+            task=task,
+            number=p.number,
+            document=p.document,
+            section=p.section or "",
+            page=p.page,
+            text=p.text,
+        )
+        for p in cut
+    )
+    return cut

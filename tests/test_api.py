@@ -20,6 +20,7 @@ from tests.helpers import (
     SAMPLE,
     run_all,
     saved_report,
+    store_passages,
     stored_files,
     submit,
     task_of,
@@ -646,3 +647,44 @@ def test_cancel_of_a_task_that_ended_otherwise_is_409(alice_client, worker, scen
     assert error_of(response) == "task_finished"
     assert status in response.json()["error"]["message"]
     assert detail(alice_client, task.pk).json()["status"] == status
+
+
+# --- source passages ---------------------------------------------------------------------
+
+
+def test_a_source_passage_answers_as_json(alice_client, make_task):
+    task = make_task()
+    cut = store_passages(task)
+    for passage in cut:
+        response = alice_client.get(f"/api/tasks/{task.pk}/sources/{passage.id}")
+        assert response.status_code == 200
+        assert "no-store" in response["Cache-Control"]
+        assert response.json() == {
+            "id": passage.id,
+            "document": "doc.md",
+            "section": passage.section,
+            "page": None,
+            "text": passage.text,
+        }
+    assert any(p.section is None for p in cut) and any(p.section for p in cut)
+
+
+@pytest.mark.parametrize("passage_id", ["S999", "S0", "s1", "S1a", "%E3%80%90S1", "S" + "9" * 30])
+def test_an_unknown_passage_is_404_like_a_missing_task(alice_client, make_task, passage_id):
+    task = make_task()
+    store_passages(task)
+    missing = alice_client.get(f"/api/tasks/{uuid.uuid4()}/sources/S1")
+    response = alice_client.get(f"/api/tasks/{task.pk}/sources/{passage_id}")
+    assert response.status_code == missing.status_code == 404
+    assert response.content == missing.content
+    assert error_of(response) == "not_found"
+
+
+def test_a_source_passage_is_the_owners_alone(bob_client, client, make_task):
+    task = make_task()
+    store_passages(task)
+    missing = bob_client.get(f"/api/tasks/{uuid.uuid4()}/sources/S1")
+    response = bob_client.get(f"/api/tasks/{task.pk}/sources/S1")
+    assert response.status_code == 404 and response.content == missing.content
+    anonymous = client.get(f"/api/tasks/{task.pk}/sources/S1")
+    assert anonymous.status_code == 401

@@ -95,3 +95,43 @@ def test_table_alignment_is_a_class_not_an_inline_style():
     assert "style=" not in html  # the page's CSP refuses inline styles
     assert '<th class="align-right">count</th>' in html
     assert '<td class="align-left">tide</td>' in html
+
+
+# --- citations --------------------------------------------------------------------------
+
+
+def citation(passage_id: str) -> str:
+    return (
+        f'<a href="sources/{passage_id}/" data-citation="{passage_id}" '
+        f'rel="nofollow noopener noreferrer">{passage_id}</a>'
+    )
+
+
+def test_each_citation_links_to_its_source_page_inside_its_brackets():
+    html = render_markdown("Trees cool streets. [S12] Shade helps [S3, S7]. *Also [S4]*.")
+    assert f"Trees cool streets. [{citation('S12')}]" in html
+    assert f"Shade helps [{citation('S3')}, {citation('S7')}]." in html
+    assert f"<em>Also [{citation('S4')}]</em>" in html
+
+
+def test_ids_in_code_escaped_or_in_links_are_not_citations():
+    html = render_markdown(
+        "Use `[S1]` and \\[S2\\] and [S3](https://example.com) and [S3a] and [S0].\n\n"
+        "```\n[S4]\n```\n\n    [S5]\n"
+    )
+    assert "data-citation" not in html
+    assert "<code>[S1]</code>" in html and "[S2]" in html and "[S3a]" in html
+
+
+def test_the_sources_section_links_each_passage():
+    html = render_markdown(
+        "# T\n\n## Summary\n\nA. [S1]\n\n## Sources\n\n- S1 — a.pdf, Intro\n- S12 — b.md, page 3\n"
+    )
+    assert f"<li>{citation('S1')} — a.pdf, Intro</li>" in html
+    assert f"<li>{citation('S12')} — b.md, page 3</li>" in html
+
+
+def test_a_citation_cannot_carry_markup_or_a_foreign_link():
+    html = render_markdown('[S1"><script>alert(1)</script>] [S1](javascript:alert(1)) [<b>S2</b>]')
+    assert "<script" not in html and 'href="javascript' not in html
+    assert "data-citation" not in html

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from reports.validation import validate_report
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from reports.parsers.passages import Passage
+from reports.rendering import render_markdown
+from reports.validation import settle_citations, validate_report
 
 VALID = """# Quarterly review
 
@@ -99,3 +105,121 @@ def test_no_other_level_2_section():
 def test_several_problems_are_all_reported():
     problems = validate_report("Just some prose, no structure at all.", max_kb=200)
     assert len(problems) == 3
+
+
+# --- citations (docs/api.md, "Passages, parts and citations") ----------------------------
+
+PASSAGES = [
+    Passage(1, "manual.pdf", "Encoding", 3, "DER encodes lengths."),
+    Passage(2, "manual.pdf", None, 4, "A tag names a type."),
+    Passage(3, "notes_*[x]*.md", "Chapter 4, *Encoding*", None, "Trees hold values."),
+    Passage(4, "manual.pdf", None, None, "The end."),
+]
+
+
+def sources_of(report: str) -> list[str]:
+    return report.split("\n## Sources\n\n", 1)[1].strip().splitlines()
+
+
+def test_unknown_ids_are_removed_and_counted_and_valid_ones_kept():
+    report = VALID.replace("north.", "north. [S1] Also [S9999], [S2, S12a, S3] and 【S3】 [S0].")
+    settled, removed = settle_citations(report, PASSAGES)
+    assert removed == 4  # S9999, S12a, 【S3】, S0
+    assert "north. [S1] Also, [S2, S3] and." in settled
+    assert validate_report(settled, max_kb=200) == []
+    assert sources_of(settled) == [
+        "- S1 — manual.pdf, Encoding",
+        "- S2 — manual.pdf, page 4",
+        "- S3 — notes\\_\\*\\[x\\]\\*.md, Chapter 4, \\*Encoding\\*",
+    ]
+
+
+def test_the_models_sources_section_is_replaced_and_other_sections_stay():
+    report = VALID + "\n## Sources\n\n- S1 — made up\n- [S77]\n\n## Method\n\nCounted. [S4]\n"
+    settled, removed = settle_citations(report, PASSAGES)
+    assert "made up" not in settled and removed == 0
+    assert "## Method\n\nCounted. [S4]" in settled
+    assert settled.count("## Sources") == 1
+    assert sources_of(settled) == ["- S4 — manual.pdf, its beginning"]
+
+
+def test_ids_in_code_are_not_citations():
+    report = (
+        VALID
+        + "\n## Code\n\nRun `x[S9999]` or ``a ` [S77]``.\n\n```\nv = w[S9999]\n```\n\n    [S88]\n"
+    )
+    settled, removed = settle_citations(report, PASSAGES)
+    assert removed == 0
+    for code in ["`x[S9999]`", "``a ` [S77]``", "v = w[S9999]", "    [S88]"]:
+        assert code in settled
+    assert sources_of(settled) == ["The report cites no passage."]
+
+
+def test_a_lone_backtick_shields_nothing_beyond_its_paragraph():
+    report = VALID.replace("north.", "north, ` alone.\n\nLater [S9999] and ``x`` [S1].")
+    settled, removed = settle_citations(report, PASSAGES)
+    assert removed == 1 and "Later and ``x`` [S1]." in settled
+
+
+@pytest.mark.parametrize("end", ["```\ncode [S1]", "~~~~\ncode\n~~~", "```\n"])
+def test_the_sources_section_never_lands_in_a_code_fence_left_open(end):
+    settled, _ = settle_citations(VALID + "\n" + end, PASSAGES)
+    assert settled.startswith(VALID + "\n" + end.rstrip("\n"))
+    assert validate_report(settled, max_kb=200) == []
+    assert "<h2>Sources</h2>" in render_markdown(settled)
+
+
+def test_escaped_brackets_links_and_bracketed_words_are_not_citations():
+    said = r"north \[S9999\] and [S9999](https://example.com) [sic] [Source] [S, T]."
+    settled, removed = settle_citations(VALID.replace("north.", said), PASSAGES)
+    assert removed == 0 and said in settled
+
+
+_word = st.from_regex(r"[a-z]{1,8}", fullmatch=True)
+_valid = st.lists(st.integers(1, len(PASSAGES)), min_size=1, max_size=3)
+_invalid = st.one_of(
+    st.integers(len(PASSAGES) + 1, 10**12).map(lambda n: f"S{n}"),
+    st.sampled_from(["S0", "S12a", "S3b", "s2", "S01", "S1_2"]),
+)
+
+
+@st.composite
+def _citation(draw) -> tuple[str, list[int], int]:
+    """A citation as a model might write it: its text, its valid ids, its invalid count."""
+    good = draw(_valid)
+    bad = draw(st.lists(_invalid, max_size=3))
+    ids = draw(st.permutations([f"S{n}" for n in good] + bad))
+    separator = draw(st.sampled_from([", ", ",", "; ", " , "]))
+    if draw(st.booleans()) and ids:
+        # Invented brackets: nothing in them counts.
+        return f"\u3010{separator.join(ids)}\u3011", [], len(ids)
+    return f"[{separator.join(ids)}]", good, len(bad)
+
+
+_code = st.from_regex(r"`[a-z ]{0,5}\[S[0-9]{1,3}\]`", fullmatch=True)
+_piece = st.one_of(_word, _word, _citation(), _code)
+
+
+@given(st.lists(_piece, min_size=1, max_size=30), st.lists(_piece, max_size=20))
+def test_any_citation_soup_settles_to_known_ids_and_a_valid_report(summary, points):
+    def text(pieces):
+        return " ".join(p if isinstance(p, str) else p[0] for p in pieces)
+
+    report = f"# Title\n\n## Summary\n\nWords {text(summary)}\n\n## Points\n\n- {text(points)}\n"
+    report += "\n```\n[S9999] [S1]\n```\n"
+    cited = [p for p in summary + points if not isinstance(p, str)]
+    settled, removed = settle_citations(report, PASSAGES)
+    assert removed == sum(bad for _, _, bad in cited)
+    assert validate_report(settled, max_kb=200) == []
+    body, sources = settled.split("\n## Sources\n\n")
+    remaining = re.findall(r"(?<![`\w])\[(S[^\]]*)\]", re.sub(r"`[^`]*`", "", body))
+    assert {i for group in remaining for i in group.split(", ")} <= {"S1", "S2", "S3", "S4"}
+    assert "```\n[S9999] [S1]\n```" in body
+    for code in (p for p in summary + points if isinstance(p, str) and p.startswith("`")):
+        assert code in body
+    listed = re.findall(r"^- (S\d+) —", sources, flags=re.MULTILINE)
+    assert listed == sorted(
+        {f"S{n}" for _, good, _ in cited for n in good}, key=lambda i: int(i[1:])
+    )
+    # Settling twice changes nothing more.
+    assert settle_citations(settled, PASSAGES) == (settled, 0)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from html import escape
 
 import pytest
 
 from reports.models import Task
 from reports.streaming.consumers import HEARTBEAT_S
-from tests.helpers import run_all, submit, task_of, tasks_of_every_kind
+from tests.helpers import run_all, store_passages, submit, task_of, tasks_of_every_kind
 
 pytestmark = pytest.mark.django_db
 
@@ -222,3 +223,67 @@ def test_a_task_page_runs_a_fixed_number_of_queries(
         response = alice_client.get(f"/tasks/{task.pk}/")
 
     assert f'data-task-status="{kind}"' in response.content.decode()
+
+
+# --- source passages (docs/pages.md, "Citations") --------------------------------------
+
+
+def page_without_token(response) -> str:
+    """The page as any request sees it: the CSRF token is masked afresh for each."""
+    return re.sub(r"[\w-]{64}", "<token>", response.content.decode())
+
+
+def test_the_source_page_shows_the_passage_with_its_place_and_neighbours(alice_client, make_task):
+    task = make_task()
+    cut = store_passages(task)
+    middle = next(p for p in cut[1:-1] if p.section)
+    before, after = cut[middle.number - 2], cut[middle.number]
+    response = alice_client.get(f"/tasks/{task.pk}/sources/{middle.id}/")
+    assert response.status_code == 200
+    assert response["Cache-Control"] == "no-store"
+    html = response.content.decode()
+    assert_no_inline_code(html)
+    shown = re.search(r"<blockquote[^>]*data-source-passage[^>]*>(.*?)</blockquote>", html, re.S)
+    assert shown is not None and shown.group(1) == escape(middle.text)
+    assert "doc.md" in html and escape(middle.section) in html
+    assert f'href="/tasks/{task.pk}/sources/{before.id}/"' in html
+    assert f'href="/tasks/{task.pk}/sources/{after.id}/"' in html
+    assert "data-passage-prev" in html and "data-passage-next" in html
+    assert f'href="/tasks/{task.pk}/"' in html
+
+    first = alice_client.get(f"/tasks/{task.pk}/sources/S1/").content.decode()
+    last = alice_client.get(f"/tasks/{task.pk}/sources/{cut[-1].id}/").content.decode()
+    assert "data-passage-prev" not in first and "data-passage-next" in first
+    assert "data-passage-next" not in last and "data-passage-prev" in last
+
+
+@pytest.mark.parametrize("passage_id", ["S999", "S0", "s1", "S1a", "S01", "1", "S" + "9" * 30])
+def test_an_unknown_passage_is_404_exactly_like_a_missing_task(alice_client, make_task, passage_id):
+    task = make_task()
+    store_passages(task)
+    missing = alice_client.get(f"/tasks/{uuid.uuid4()}/sources/S1/")
+    response = alice_client.get(f"/tasks/{task.pk}/sources/{passage_id}/")
+    assert response.status_code == missing.status_code == 404
+    assert page_without_token(response) == page_without_token(missing)
+
+
+def test_another_users_passage_is_404_exactly_like_a_missing_task(
+    alice_client, bob_client, make_task
+):
+    task = make_task()
+    store_passages(task)
+    missing = bob_client.get(f"/tasks/{uuid.uuid4()}/sources/S1/")
+    response = bob_client.get(f"/tasks/{task.pk}/sources/S1/")
+    assert response.status_code == missing.status_code == 404
+    assert page_without_token(response) == page_without_token(missing)
+    assert bob_client.get("/tasks/not-a-uuid/sources/S1/").status_code == 404
+    assert alice_client.get(f"/tasks/{task.pk}/sources/S1/").status_code == 200
+
+
+def test_the_source_page_sends_anonymous_users_to_login(client, make_task):
+    task = make_task()
+    store_passages(task)
+    path = f"/tasks/{task.pk}/sources/S1/"
+    response = client.get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith(f"/accounts/login/?next={path}")

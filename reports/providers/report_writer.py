@@ -7,6 +7,12 @@ among sentences that read as prose, a chapter that reads as an API reference (mu
 declarations and their descriptions) counting less than the chapters that explain; key
 terms are the document's words weighted by TF-IDF across its paragraphs, never identifiers
 or their fragments.
+
+Given the passages a call reads (docs/api.md, "Passages, parts and citations"), it reads
+their text and ends every sentence it quotes with the id of the passage it came from:
+`[S12]`. It writes a plan's notes the same way (bullets, the most central first), combines
+notes by keeping their most central bullets, and writes a report from notes alone keeping
+their citations.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ MAX_HEADING_DEPTH = 6  # across all documents, so the report stays well under it
 INSTRUCTIONS_CHARS = 4000
 KEY_TERMS = 10
 KEY_POINTS = 5
+NOTES_PER_PART = 8  # bullets in the notes on one part
+NOTES_COMBINED = 12  # bullets kept when notes are combined
 MIN_SENTENCE_WORDS = 4
 # A sentence fit for the summary: this many words at least, mostly words (not numbers,
 # symbols or identifiers), ending as sentences end.
@@ -120,6 +128,10 @@ IN_REFERENCE = 0.25
 _NOT_SAID = re.compile(r"[\s\-\u00ad\u2010\u2011]+")
 # A line that reads like a title: no sentence or code punctuation, a letter first.
 _TITLE_LIKE = re.compile(r"[^\W\d_][^{}();=<>$\\|]*")
+# A bullet of notes, and the citations in it ("[S3]", "[S3, S7]").
+_BULLET = re.compile(r"^\s*[-*+]\s+(.*\S)\s*$")
+_CITATIONS = re.compile(r"(?<!\\)\[S\d+(?:,\s*S\d+)*\]")
+_MARKDOWN_ESCAPE = re.compile(r"\\(.)")
 
 
 @dataclass
@@ -139,6 +151,10 @@ class _Sentence:
     # Licence or copyright words: never summarised.
     boilerplate: bool = False
     score: float = 0.0
+    # The id of the passage it was read from, when the call was given passages.
+    passage: str = ""
+    # A bullet of earlier notes, written out as it is, its citations in it.
+    markdown: str = ""
 
 
 @dataclass
@@ -159,28 +175,104 @@ class _Document:
     paragraph_words: list[list[str]] = field(default_factory=list)
 
 
-def write_report(documents: Sequence[SourceDocument], instructions: str) -> str:
-    """Write a Markdown analysis of the documents, shaped by the instructions."""
+def write_report(
+    documents: Sequence[SourceDocument],
+    instructions: str,
+    *,
+    purpose: str = "report",
+    passages: Sequence = (),  # reports.parsers.passages.Passage: what it reads, cited
+    notes: Sequence[str] = (),
+) -> str:
+    """Write what the call is for: a Markdown analysis shaped by the instructions (of the
+    passages when given, else of the notes when given, else of the documents), or a plan's
+    notes on its passages ("notes"), or earlier notes combined ("combine")."""
     instructions = _clean_text(instructions).strip()
-    parsed = [_parse(i, doc) for i, doc in enumerate(documents)]
+    if passages:
+        parsed = _parse_passages(passages)
+    elif notes:
+        parsed = [_parse_notes(notes)]
+    else:
+        parsed = [
+            _parse(i, doc.name, _clean_text(doc.text).splitlines())
+            for i, doc in enumerate(documents)
+        ]
     sentences = [s for doc in parsed for s in doc.sentences]
     frequencies = Counter(w for s in sentences for w in s.words if _is_term(w))
     focus = {w for w in _words(instructions) if _is_term(w)}
     _score(sentences, frequencies, focus)
     _rank_central(sentences, focus)
+    if purpose == "notes":
+        return _notes_text(sentences, NOTES_PER_PART, passages)
+    if purpose == "combine":
+        return _notes_text(sentences, NOTES_COMBINED, passages)
 
     summary = _pick_summary(sentences)
     points = _pick_points(sentences, summary)
+    from_notes = bool(notes) and not passages
+    # Notes have no title or structure of their own: the documents' names title the report.
+    titled = [_Document(name=_one_line(_clean_text(d.name))) for d in documents]
     parts = [
-        f"# {_escape(_title(parsed))}",
+        f"# {_escape(_title(titled if from_notes else parsed))}",
         "## Summary\n\n" + _summary_text(summary, parsed) + _cut_note(documents),
         "## Key points\n\n" + _points_text(points, parsed),
         "## Key terms\n\n" + _terms_text(parsed),
-        "## Document structure\n\n" + _structure_text(parsed),
     ]
+    if not from_notes:
+        parts.append("## Document structure\n\n" + _structure_text(parsed))
     if instructions:
         parts.append("## Your instructions\n\n" + _instructions_text(instructions, focus, summary))
     return "\n\n".join(parts) + "\n"
+
+
+def _parse_passages(passages: Sequence) -> list[_Document]:
+    """Read the passages as their documents' text, each line knowing its passage's id."""
+    docs = []
+    for index, (name, group) in enumerate(itertools.groupby(passages, lambda p: p.document)):
+        lines: list[str] = []
+        ids: list[str] = []
+        for passage in group:
+            # A blank line between passages: no paragraph, so no sentence, spans two.
+            piece = ([""] if lines else []) + _clean_text(passage.text).splitlines()
+            lines += piece
+            ids += [passage.id] * len(piece)
+        docs.append(_parse(index, name, lines, ids))
+    return docs
+
+
+def _parse_notes(notes: Sequence[str]) -> _Document:
+    """Read the bullets of earlier notes as sentences, each kept as written."""
+    doc = _Document(name="Notes")
+    for text in notes:
+        for line in _clean_text(text).splitlines():
+            if not (match := _BULLET.match(line)):
+                continue
+            markdown = match.group(1)
+            plain = _MARKDOWN_ESCAPE.sub(r"\1", _CITATIONS.sub("", markdown)).strip()
+            if words := _words(plain):
+                doc.words += len(words)
+                doc.paragraph_words.append(_plain_words(plain))
+                doc.sentences.append(
+                    _Sentence(
+                        plain,
+                        words,
+                        0,
+                        "",
+                        len(doc.sentences),
+                        prose=_is_prose(plain, words),
+                        markdown=markdown,
+                    )
+                )
+    return doc
+
+
+def _notes_text(sentences: list[_Sentence], limit: int, passages: Sequence) -> str:
+    """Return the most central sentences as bullets, the most central first."""
+    ranked = _distinct(_ranked([s for s in sentences if not s.boilerplate]))
+    chosen = [s for s in ranked if s.prose] or [s for s in ranked if _ends(s)] or ranked
+    if not chosen:
+        where = f" in {passages[0].id} to {passages[-1].id}" if passages else ""
+        return f"- No running sentences{where}.\n"
+    return "".join(f"- {_sentence(s)}\n" for s in chosen[:limit])
 
 
 def _clean_text(text: str) -> str:
@@ -223,12 +315,15 @@ def _escape(text: str) -> str:
     return _BLOCK_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", text)
 
 
-def _parse(index: int, source: SourceDocument) -> _Document:
-    text = _clean_text(source.text)
-    doc = _Document(name=_one_line(_clean_text(source.name)) or f"Document {index + 1}")
-    doc.words = len(_ANY_WORD.findall(text))
+def _parse(
+    index: int, name: str, lines: list[str], passage_ids: list[str] | None = None
+) -> _Document:
+    """Read one document's lines; `passage_ids` names the passage of each line."""
+    doc = _Document(name=_one_line(_clean_text(name)) or f"Document {index + 1}")
+    doc.words = sum(len(_ANY_WORD.findall(line)) for line in lines)
     section = ""
     block: list[str] = []
+    passage = ""  # the passage of the block's first line
     fence = ""
     code_line = ""  # the last line of the latest code block
     # In a function reference: from a signature up to the next heading.
@@ -239,10 +334,10 @@ def _parse(index: int, source: SourceDocument) -> _Document:
             if any(_ANY_WORD.search(line) for line in block):
                 doc.paragraphs += 1
                 doc.paragraph_words.append(_plain_words(" ".join(block)))
-            _add_sentences(doc, index, section, block, reference)
+            _add_sentences(doc, index, section, block, reference, passage)
             block.clear()
 
-    for raw in text.splitlines():
+    for number, raw in enumerate(lines):
         if fence:
             if _closes(fence, raw):
                 fence = ""
@@ -270,6 +365,8 @@ def _parse(index: int, source: SourceDocument) -> _Document:
         if raw.strip():
             if not doc.title_line and not doc.headings and _reads_like_title(raw):
                 doc.title_line = _plain(raw)
+            if not block and passage_ids is not None:
+                passage = passage_ids[number]
             block.append(raw)
         else:
             close_block()
@@ -325,7 +422,7 @@ def _closes(fence: str, line: str) -> bool:
 
 
 def _add_sentences(
-    doc: _Document, index: int, section: str, block: list[str], reference: bool
+    doc: _Document, index: int, section: str, block: list[str], reference: bool, passage: str
 ) -> None:
     """Add the block's sentences; `reference` when it describes a declaration above it."""
     legal = bool(_LEGAL_HEADING.search(section))
@@ -354,6 +451,7 @@ def _add_sentences(
                         reference=reference,
                         heading=len(doc.headings) - 1,
                         boilerplate=boilerplate,
+                        passage=passage,
                     )
                 )
 
@@ -489,7 +587,11 @@ def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_
 
 
 def _sentence(s: _Sentence) -> str:
-    return _escape(_cut(s.text, SENTENCE_CHARS))
+    """Return the sentence as the report writes it, ending with its citation."""
+    if s.markdown:
+        return s.markdown
+    text = _escape(_cut(s.text, SENTENCE_CHARS))
+    return f"{text} [{s.passage}]" if s.passage else text
 
 
 def _title(docs: list[_Document]) -> str:

@@ -85,7 +85,13 @@ class SimulatedProvider(Provider):
 
     def write(self, request: GenerationRequest) -> str:
         """Return the whole report this provider streams for `request`."""
-        return write_report(request.documents, request.instructions)
+        return write_report(
+            request.documents,
+            request.instructions,
+            purpose=request.purpose,
+            passages=request.passages,
+            notes=request.notes,
+        )
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         scenario = request.scenario or "ok"
@@ -146,7 +152,12 @@ class SimulatedProvider(Provider):
             )
         if scenario == "truncated":
             return
-        input_chars = sum(len(d.text) for d in request.documents) + len(request.instructions)
+        input_chars = (
+            sum(len(d.text) for d in request.documents)
+            + sum(len(p.text) for p in request.passages)
+            + sum(len(n) for n in request.notes)
+            + len(request.instructions)
+        )
         yield Completed(
             finish_reason,
             Usage(

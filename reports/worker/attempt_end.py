@@ -53,6 +53,7 @@ class AttemptRecord:
     answered: bool  # the provider answered it (text or a heartbeat)
     duration_ms: float
     prompt_chars: int = 0  # the length of the prompt sent, once one was
+    removed_citations: int = 0  # citation ids the report's finalization took out
 
 
 def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event | None:
@@ -78,6 +79,7 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
             "cached_tokens": record.usage.cached_tokens,
             "usage_source": record.usage.source,
             "provider_request_id": record.request_id,
+            "removed_citations": record.removed_citations,
             "cost_micros": budgets.attempt_cost_of(
                 record.task_id, record.usage, billed_nothing=billed_nothing(record, outcome)
             ),

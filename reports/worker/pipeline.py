@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce, Now
 
 from reports import budgets, events, rendering, storage, threads, wakeups
 from reports.clock import Clock
-from reports.models import ErrorType, Event, Stage, Status, Task
+from reports.models import ErrorType, Event, SourcePassage, Stage, Status, Task
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.parsers.base import ParseError
@@ -35,7 +35,7 @@ from reports.providers.base import (
 )
 from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
-from reports.validation import validate_report
+from reports.validation import settle_citations, validate_report
 from reports.worker import attempt_core, chunk_writes
 from reports.worker.attempt_core import (
     Abandon,
@@ -91,6 +91,7 @@ class AttemptRun:
         self.stop_reason = ""  # attempt_core.CANCEL or LEASE_LOST, once asked to stop
         self.call: Call | None = None  # the provider call, once the request is sent
         self.prompt_chars = 0
+        self.removed_citations = 0  # citation ids naming no passage, taken out of the report
         self.first_text_ms: float | None = None
         # One item of look-ahead: the provider is paced by this runner, and an
         # injected clock cannot run ahead of what the runner has seen.
@@ -271,6 +272,11 @@ class AttemptRun:
         report = self.text
         # Both take most of a second for a report at the size cap: off the event loop.
         with self._timed(Stage.VALIDATE):
+            passages = await threads.on_worker_thread(_cited_passages)(self.task_id)
+            if passages:
+                report, self.removed_citations = await threads.in_blocking_pool(settle_citations)(
+                    report, passages
+                )
             problems = await threads.in_blocking_pool(validate_report)(
                 report, max_kb=settings.REPORTS_MAX_REPORT_KB
             )
@@ -360,11 +366,17 @@ class AttemptRun:
             provider_called=call is not None,
             answered=call is not None and call.answered,
             prompt_chars=self.prompt_chars,
+            removed_citations=self.removed_citations,
             duration_ms=round((self.clock.monotonic() - self.started) * 1000, 1),
         )
 
     def _timed(self, stage: str):
         return _StageTimer(self, stage)
+
+
+def _cited_passages(task_id) -> list[SourcePassage]:
+    """Return the task's passages, without their text: what settling citations needs."""
+    return list(SourcePassage.objects.filter(task_id=task_id).defer("text").order_by("number"))
 
 
 class _StageTimer:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import ssl
 import threading
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http import HTTPStatus
 
 REPORT_PIECES = (
@@ -41,7 +42,8 @@ class Reply:
     (nothing more is sent; the connection stays open), `garbage` (an event that is not
     JSON, then a clean end), `error_event` (an error object, `error` when given, as an
     event, then a clean end, as vLLM and llama-cpp-python do when generation fails).
-    `silent` sends no response at all, not even headers.
+    `silent` sends no response at all, not even headers. `cite` answers, instead of `text`,
+    one bullet per passage id the request's messages name (`S12`), in order, each citing it.
     """
 
     status: int = 200
@@ -51,6 +53,17 @@ class Reply:
     finish_reason: str | None = "stop"
     usage: dict | None = field(default_factory=lambda: dict(USAGE))
     end: str = "done"
+    cite: bool = False
+
+
+_PASSAGE_ID = re.compile(r"\bS[1-9]\d*\b")
+
+
+def citing(body: dict) -> tuple[str, ...]:
+    """Return a reply's text that cites every passage the request shows, once each."""
+    said = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+    ids = dict.fromkeys(_PASSAGE_ID.findall(said))
+    return tuple(f"- What {i} says, in short. [{i}]\n" for i in ids)
 
 
 def error(status: int, message: str, *, code: str | None = None, **headers) -> Reply:
@@ -131,6 +144,8 @@ class OpenAIServer:
             self._count += 1
             self.requests.append(Received(method, path, headers, json.loads(raw or b"{}")))
             reply = self.replies.popleft() if self.replies else Reply()
+            if reply.cite:
+                reply = replace(reply, text=citing(self.requests[-1].body))
             if reply.end == "silent":
                 await self._wait_for_close(reader)
             elif reply.status != 200:

@@ -8,10 +8,12 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reports.parsers import passages
+from reports.parsers.passages import Passage
 from reports.providers.base import SourceDocument
-from reports.providers.report_writer import write_report
+from reports.providers.report_writer import NOTES_COMBINED, NOTES_PER_PART, write_report
 from reports.rendering import render_markdown
-from reports.validation import validate_report
+from reports.validation import settle_citations, validate_report
 
 SAMPLE = (Path(__file__).parent.parent / "fixtures" / "sample_article.md").read_text()
 ARTICLE = SourceDocument("sample_article.md", SAMPLE)
@@ -280,3 +282,115 @@ def test_the_summary_draws_on_the_chapters_that_explain_more_than_on_an_api_refe
 
     explained = [sentence for sentence in sentences if sentence in flat(introduction)]
     assert len(explained) > len(sentences) / 2, summary
+
+
+# --- citations (docs/api.md, "Passages, parts and citations") ----------------------------
+
+_CITED = re.compile(r" \[(S\d+(?:, S\d+)*)\]")
+_LABEL = re.compile(r"^\*\*(?:\\.|[^*\\])*:\*\* ")
+_DECORATION = re.compile(r"^\s*(?:>\s*)*(?:[-*+]\s+|\d{1,9}[.)]\s+)?", re.MULTILINE)
+
+
+def statements(text: str) -> list[tuple[str, list[str]]]:
+    """Return each cited statement of a report's text, as plain text, with its ids."""
+    found = []
+    start = 0
+    for match in _CITED.finditer(text):
+        said = text[start : match.start()].strip()
+        said = _LABEL.sub("", re.sub(r"^- ", "", said))
+        said = re.sub(r"\\(.)", r"\1", said).removesuffix("…")
+        found.append((flat(said), match.group(1).split(", ")))
+        start = match.end()
+    return found
+
+
+def undecorated(text: str) -> str:
+    """A passage's text as its sentences read: no list or quote marks, one line."""
+    return flat(_DECORATION.sub("", text))
+
+
+def assert_each_statement_is_in_its_passage(text: str, passages: list[Passage]) -> int:
+    by_id = {p.id: p for p in passages}
+    said = statements(text)
+    for sentence, ids in said:
+        assert sentence, text
+        assert any(sentence in undecorated(by_id[i].text) for i in ids), (sentence, ids)
+    return len(said)
+
+
+def test_a_report_of_passages_cites_the_passage_each_sentence_comes_from():
+    cut = passages.cut([ARTICLE], 400)
+    report = write_report([ARTICLE], "", passages=cut)
+    parts = sections(report)
+    # Every summary sentence, and every key point, ends with its citation.
+    summary = parts["Summary"]
+    assert re.fullmatch(r"(?:\S.*? \[S\d+\] ?)+", summary), summary
+    assert assert_each_statement_is_in_its_passage(summary, cut) >= 3
+    points = parts["Key points"].splitlines()
+    assert all(_CITED.search(line) for line in points)
+    assert assert_each_statement_is_in_its_passage(parts["Key points"], cut) == len(points)
+    assert validate_report(report, max_kb=200) == []
+    settled, removed = settle_citations(report, cut)
+    assert removed == 0 and validate_report(settled, max_kb=200) == []
+
+
+def test_without_passages_a_report_cites_nothing():
+    assert "[S" not in write_report([ARTICLE], "")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(_texts, min_size=1, max_size=3), size=st.integers(40, 400))
+def test_any_report_of_passages_cites_only_passages_that_hold_its_sentences(texts, size):
+    docs = [SourceDocument(f"doc{i}.md", text) for i, text in enumerate(texts)]
+    cut = passages.cut(docs, size)
+    report = write_report(docs, "", passages=cut)
+    assert validate_report(report, max_kb=200) == []
+    parts = sections(report)
+    assert_each_statement_is_in_its_passage(parts["Summary"], cut)
+    assert_each_statement_is_in_its_passage(parts["Key points"], cut)
+    assert settle_citations(report, cut)[1] == 0
+
+
+def test_notes_on_a_part_are_its_central_sentences_each_citing_its_passage():
+    cut = passages.cut([ARTICLE], 400)
+    part = cut[len(cut) // 3 : 2 * len(cut) // 3]
+    notes = write_report([], "", purpose="notes", passages=part)
+    bullets = notes.splitlines()
+    assert 1 <= len(bullets) <= NOTES_PER_PART
+    assert all(line.startswith("- ") for line in bullets)
+    assert assert_each_statement_is_in_its_passage(notes, part) == len(bullets)
+    # Only the part's passages are cited.
+    assert {i for _, ids in statements(notes) for i in ids} <= {p.id for p in part}
+    # The most central first: the first note is a sentence the part's own report summarises.
+    summary = sections(write_report([], "", passages=part))["Summary"]
+    assert bullets[0].removeprefix("- ") in summary
+
+
+def test_combined_notes_keep_the_most_central_bullets_with_their_citations():
+    cut = passages.cut([ARTICLE], 300)
+    thirds = [
+        cut[: len(cut) // 3],
+        cut[len(cut) // 3 : 2 * len(cut) // 3],
+        cut[2 * len(cut) // 3 :],
+    ]
+    notes = [write_report([], "", purpose="notes", passages=part) for part in thirds]
+    combined = write_report([], "", purpose="combine", notes=notes)
+    bullets = combined.splitlines()
+    assert 1 <= len(bullets) <= NOTES_COMBINED
+    given_bullets = {line for text in notes for line in text.splitlines()}
+    assert set(bullets) <= given_bullets
+    assert_each_statement_is_in_its_passage(combined, cut)
+
+
+def test_a_report_from_notes_keeps_their_citations_and_is_valid():
+    cut = passages.cut([ARTICLE], 300)
+    halves = [cut[: len(cut) // 2], cut[len(cut) // 2 :]]
+    notes = [write_report([], "", purpose="notes", passages=part) for part in halves]
+    report = write_report([ARTICLE], "", notes=notes)
+    assert validate_report(report, max_kb=200) == []
+    assert report.startswith("# sample\\_article.md\n")
+    parts = sections(report)
+    assert assert_each_statement_is_in_its_passage(parts["Summary"], cut) >= 3
+    assert_each_statement_is_in_its_passage(parts["Key points"], cut)
+    settled, removed = settle_citations(report, cut)
+    assert removed == 0 and "## Sources" in settled

@@ -14,6 +14,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 import reports.providers
 from reports.clock import FakeClock
+from reports.parsers import passages
 from reports.providers import SCENARIOS, get_provider
 from reports.providers.base import (
     Completed,
@@ -449,3 +450,18 @@ def test_a_summary_sentence_stands_on_its_own_rather_than_leaning_on_the_one_bef
     # its "It" points at nothing.
     assert summary.startswith("Harbour gauges measure the height of the sea")
     assert "It records" not in summary
+
+
+async def test_each_purpose_streams_what_the_writer_writes_for_it():
+    cut = tuple(passages.cut(DOCS, 400))
+    notes = await collect(simulated(), request(purpose="notes", documents=(), passages=cut[:4]))
+    assert notes.text == write_report((), "", purpose="notes", passages=cut[:4])
+    assert notes.text.startswith("- ") and "[S" in notes.text
+    report = await collect(simulated(), request(documents=(), notes=(notes.text,)))
+    assert report.text == write_report((), "", notes=(notes.text,))
+    assert validate_report(report.text, max_kb=200) == []
+    cited = await collect(simulated(), request(passages=cut))
+    assert cited.text == write_report(DOCS, "", passages=cut)
+    # What the call reads is what it is billed for, passages and notes alike.
+    assert notes.completed.usage.input_tokens >= sum(len(p.text) for p in cut[:4]) // 4
+    assert report.completed.usage.input_tokens >= len(notes.text) // 4

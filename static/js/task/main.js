@@ -11,6 +11,7 @@
 import { Actions } from "./actions.js";
 import { RETRY_CEILINGS_MS } from "./backoff.js";
 import { accept, readMessage } from "./batch.js";
+import { Citations } from "./citations.js";
 import { Connection, socketUrl } from "./connection.js";
 import { ConnectionLine } from "./connection-line.js";
 import { firstTextReporter } from "./first-text.js";
@@ -37,6 +38,10 @@ function start(root) {
   const retryForm = root.querySelector("[data-retry]");
   const firstTextShown = firstTextReporter(root);
   let receivedSeq = Number(root.dataset.seq) || 0;
+  const citationDialog = document.querySelector("[data-citation-dialog]");
+  if (citationDialog) {
+    new Citations(root, citationDialog);
+  }
 
   const coalescer = new Coalescer(text, {
     requestFrame: (callback) => requestAnimationFrame(callback),
