@@ -654,7 +654,8 @@ def test_cancel_of_a_task_that_ended_otherwise_is_409(alice_client, worker, scen
 
 def test_a_source_passage_answers_as_json(alice_client, make_task):
     task = make_task()
-    cut = store_passages(task)
+    # Text before the first heading stands under no section: its `section` is null.
+    cut = store_passages(task, "A preface that stands before any heading.\n\n" + SAMPLE)
     for passage in cut:
         response = alice_client.get(f"/api/tasks/{task.pk}/sources/{passage.id}")
         assert response.status_code == 200
