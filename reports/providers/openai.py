@@ -26,6 +26,7 @@ from reports.clock import Clock
 from reports.models import ErrorType
 from reports.providers import fitting
 from reports.providers.base import (
+    CHARS_PER_TOKEN,
     Completed,
     GenerationRequest,
     Heartbeat,
@@ -102,6 +103,15 @@ class OpenAIProvider(Provider):
             timeout=self.timeout,
             http_client=http,
         )
+
+    async def chars_per_token(self, sample: str) -> float:
+        """The server's own count of `sample` where it offers one, else what usage taught
+        (`fitting.ContextFitter`), else CHARS_PER_TOKEN; never more than CHARS_PER_TOKEN."""
+        async with self.http() as http:
+            tokens = await self.fitter.count(http, sample) if sample else None
+        if tokens:
+            return min(CHARS_PER_TOKEN, len(sample) / tokens * fitting.SAFETY)
+        return self.fitter.chars_per_token or CHARS_PER_TOKEN
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         configured = settings.REPORTS_CONTEXT_TOKENS

@@ -18,6 +18,7 @@ from reports import storage, threads
 from reports.models import Attempt, AttemptStatus, Document, PreparedText, Task
 from reports.parsers import PARSER_VERSION, parser_for
 from reports.parsers.base import ParseError
+from reports.parsers.passages import Passage, cut
 from reports.providers.base import GenerationRequest, SourceDocument
 from reports.providers.prompts import PROMPT_VERSION, fit_to_context
 from reports.worker.leases import Claim
@@ -136,3 +137,8 @@ def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRe
         scenario=task.scenario,
         max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
     )
+
+
+def passages_of(task_id, documents: list[SourceDocument]) -> list[Passage]:
+    """Return the task's passages."""
+    return cut(documents)

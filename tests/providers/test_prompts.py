@@ -108,17 +108,3 @@ def test_staff_see_each_attempts_prompt_version(admin_client, make_task, worker)
     run_all(worker)
     page = admin_client.get(f"/admin/reports/task/{task.pk}/change/").content.decode()
     assert "Prompt version" in page and PROMPT_VERSION in page
-
-
-@pytest.mark.django_db
-def test_a_report_of_cut_input_says_so(make_task, worker, settings):
-    settings.REPORTS_CONTEXT_TOKENS = 6_000
-    settings.REPORTS_MAX_OUTPUT_TOKENS = 1_000
-    long_text = "# Harbours\n\n" + (WORDS * 2_000).rstrip()
-    task = make_task(content=long_text)
-    run_all(worker)
-    task.refresh_from_db()
-    assert task.status == "succeeded"
-    summary = Attempt.objects.get(task=task).text.split("## Summary", 1)[1].split("\n## ")[0]
-    assert "The input was cut to fit the model's context" in summary
-    assert f"of {len(long_text):,} characters" in summary
