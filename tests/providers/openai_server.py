@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import ssl
 import threading
 from collections import deque
@@ -53,6 +54,22 @@ class Reply:
     end: str = "done"
 
 
+def answer(body: dict) -> Reply:
+    """Answer as a model would: notes citing every passage of a part, combined notes
+    that keep their citations, or a report citing what the notes cite."""
+    system, user = (m.get("content", "") for m in body.get("messages", [{}, {}])[:2])
+    if system.startswith("You are Reportline's reader"):
+        ids = re.findall(r"^\[(S\d+)\] \(", user, re.MULTILINE)
+        return Reply(text=tuple(f"- Passage {sid} says something. [{sid}]\n" for sid in ids))
+    if system.startswith("You are Reportline's editor"):
+        return Reply(text=tuple(re.findall(r"^- .*\n", user, re.MULTILINE)))
+    cited = sorted(set(re.findall(r"\[(S\d+)\]", user)), key=lambda sid: int(sid[1:]))
+    if cited:
+        sources = "".join(f"- {sid} is cited. [{sid}]\n" for sid in cited)
+        return Reply(text=(*REPORT_PIECES, "\n## Sources read\n\n", sources))
+    return Reply()
+
+
 def error(status: int, message: str, *, code: str | None = None, **headers) -> Reply:
     """Return a non-200 reply with an OpenAI-style error body."""
     body = {"message": message, "type": code or "error", "param": None, "code": code}
@@ -82,6 +99,7 @@ class OpenAIServer:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
         self._count = 0
+        self.faults: dict[int, Reply] = {}  # the n-th request (from 1) gets this reply
 
     def start(self) -> OpenAIServer:
         self._thread.start()
@@ -130,7 +148,9 @@ class OpenAIServer:
                 return
             self._count += 1
             self.requests.append(Received(method, path, headers, json.loads(raw or b"{}")))
-            reply = self.replies.popleft() if self.replies else Reply()
+            reply = self.faults.pop(self._count, None) or (
+                self.replies.popleft() if self.replies else answer(self.requests[-1].body)
+            )
             if reply.end == "silent":
                 await self._wait_for_close(reader)
             elif reply.status != 200:

@@ -1,0 +1,168 @@
+"""A plan of calls, black box: a document several times the model's window is read whole,
+in parts whose notes are durable steps, with its progress and its money."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from reports import events
+from reports.clock import Clock
+from reports.models import Attempt, PlanCall, Task, TaskEvent
+from reports.streaming.follower import events_after
+from reports.worker.supervisor import Supervisor
+from tests.helpers import make_submission, run_all
+from tests.providers.openai_server import OpenAIServer, Reply, error, point_at
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECTION = (
+    "## Chapter {n}, Encoding {n}\n\n"
+    + "The encoder of chapter {n} writes tag, length and value in that order. " * 12
+    + "\n\n"
+    + "Each value of chapter {n} is checked against its type before it is written. " * 12
+)
+DOCUMENT = "# The manual\n\n" + "\n\n".join(SECTION.format(n=n) for n in range(1, 40))
+
+
+@pytest.fixture
+def server(settings):
+    server = OpenAIServer().start()
+    point_at(settings, server.base_url, read_timeout_s=30)
+    settings.REPORTS_CONTEXT_TOKENS = 4_096
+    settings.REPORTS_MAX_OUTPUT_TOKENS = 1_024
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 2
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def worker(server) -> Supervisor:
+    return Supervisor(slots=4, clock=Clock())
+
+
+def notes_requests(server) -> list[str]:
+    return [
+        r.body["messages"][1]["content"]
+        for r in server.requests
+        if r.body["messages"][0]["content"].startswith("You are Reportline's reader")
+    ]
+
+
+def sent_ids(server) -> list[str]:
+    return [
+        sid for user in notes_requests(server) for sid in re.findall(r"^\[(S\d+)\] \(", user, re.M)
+    ]
+
+
+def test_a_document_several_times_the_window_is_read_whole(alice, server, worker):
+    assert len(DOCUMENT) > 5 * (4_096 - 1_024) * 3
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    passages = task.plan["steps"]
+    parts = [step for step in passages if step[1] == "part"]
+    assert len(parts) >= 5 and task.plan["calls"] == len(server.requests)
+    # Every passage reached the model exactly once, in order, across the parts.
+    last = max(step[4] for step in parts)
+    assert sent_ids(server) == [f"S{n}" for n in range(1, last + 1)]
+    # The report was written from the notes, which cite the passages.
+    final = server.requests[-1].body["messages"]
+    assert final[0]["content"].startswith("You are Reportline's report writer")
+    assert "[S1]" in final[1]["content"] and f"[S{last}]" in final[1]["content"]
+    assert set(PlanCall.objects.filter(task=task).values_list("status", flat=True)) == {"succeeded"}
+    # Money: the task's cost is the sum of every call's (parts, rounds, final call).
+    calls = PlanCall.objects.filter(task=task)
+    attempt = Attempt.objects.get(task=task)
+    usage = sum(c.input_tokens for c in calls) + 120  # the final call's prompt tokens
+    assert attempt.input_tokens == usage
+    assert task.cost_micros == attempt.cost_micros > sum(c.cost_micros for c in calls) > 0
+
+
+def test_progress_is_persisted_in_order_and_never_goes_back(alice, server, worker):
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    # A client arriving after the end is replayed every progress event, in order.
+    replayed, ended = events_after(task.pk, 0)
+    assert ended
+    state, progress = None, []
+    for event in replayed:
+        state = events.fold([event], state)
+        if event.type == events.PROGRESS:
+            progress.append((state.progress.done, state.progress.total, state.progress.label))
+    total = task.plan["calls"]
+    assert {p[1] for p in progress} == {total}
+    dones = [p[0] for p in progress]
+    assert dones == sorted(dones) and dones[-1] == total - 1
+    assert progress[0][2].startswith(f"Reading part 1 of {task.plan['parts']}: ")
+    assert "Chapter 1, Encoding 1" in progress[0][2]
+    assert progress[-1][2] == "Writing the report from the notes"
+    assert len(progress) == 2 * (total - 1) + 1  # each notes call's start and end, the final's
+
+
+def test_a_retry_mid_plan_sends_no_finished_part_again(alice, server, worker, settings):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[3] = error(503, "busy", **{"retry-after": "1"})
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    assert Task.objects.get(pk=task.pk).status == "queued"
+    done = list(
+        PlanCall.objects.filter(task=task, status="succeeded").values_list("key", flat=True)
+    )
+    assert done == ["part-1", "part-2"]
+    before = len(server.requests)
+    Task.objects.filter(pk=task.pk).update(not_before=None)  # the wait is over
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    again = server.requests[before:]
+    assert len(again) == task.plan["calls"] - 2  # neither finished part was sent again
+    ids = sent_ids(server)
+    assert len(ids) == len(set(ids)) + len(re.findall(r"^\[S", notes_requests(server)[2], re.M))
+    first, second = Attempt.objects.filter(task=task).order_by("number")
+    assert first.status == "retry_scheduled" and first.cost_micros > 0  # two parts ran
+    assert task.cost_micros == first.cost_micros + second.cost_micros
+
+
+def test_a_document_over_the_calls_allowed_is_refused_before_any_call(
+    alice, server, worker, settings
+):
+    settings.REPORTS_MAX_PARTS = 3
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert (task.status, task.error_type) == ("failed", "invalid_input")
+    assert "at most 3" in task.user_message and "characters" in task.user_message
+    assert server.requests == []
+    assert task.cost_status == "released"
+
+
+def test_a_part_without_notes_fails_empty_output_and_keeps_the_other_notes(
+    alice, server, worker, settings
+):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[2] = Reply(text=())
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert (task.status, task.error_type) == ("failed", "empty_output")
+    calls = dict(PlanCall.objects.filter(task=task).values_list("key", "status"))
+    assert calls["part-1"] == "succeeded" and calls["part-2"] == "failed"
+    assert "[S1]" in PlanCall.objects.get(task=task, key="part-1").notes
+    assert len(server.requests) == 2
+    text = Attempt.objects.get(task=task).text
+    assert text.startswith("Notes on the parts read so far") and "[S1]" in text
+
+
+def test_a_document_that_fits_is_one_call_showing_passage_ids(alice, server, worker, settings):
+    settings.REPORTS_CONTEXT_TOKENS = 128_000
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded" and task.plan["calls"] == 1
+    (request,) = server.requests
+    assert "[S1] (" in request.body["messages"][1]["content"]
+    assert not TaskEvent.objects.filter(task=task, type=events.PROGRESS).exists()
