@@ -234,9 +234,7 @@ class AttemptRun:
             budgets.worst_case(requests[step.key])
             if step.key in requests
             else budgets.window_worst_case(
-                settings.REPORTS_MAX_OUTPUT_TOKENS
-                if step.kind == planning.FINAL
-                else plan.notes_tokens
+                plan.report_tokens if step.kind == planning.FINAL else plan.notes_tokens
             )
             for step in plan.steps
         ]

@@ -57,7 +57,8 @@ class Step:
 @dataclass(frozen=True)
 class Plan:
     steps: tuple[Step, ...]  # in order: the parts, the rounds, the final call
-    notes_tokens: int = 0  # the output cap of each notes call
+    notes_tokens: int  # the output cap of each notes call
+    report_tokens: int  # the output cap of the report's call
 
     @property
     def single(self) -> bool:
@@ -83,6 +84,7 @@ class Plan:
         return {
             **self.counts(),
             "notes_tokens": self.notes_tokens,
+            "report_tokens": self.report_tokens,
             "steps": [
                 [step.key, step.kind, step.label, step.first, step.last, list(step.reads)]
                 for step in self.steps
@@ -95,7 +97,7 @@ class Plan:
             Step(key, kind, label, first, last, tuple(reads))
             for key, kind, label, first, last, reads in data["steps"]
         )
-        return cls(steps, data["notes_tokens"])
+        return cls(steps, data["notes_tokens"], data["report_tokens"])
 
 
 class TooLong(Exception):
@@ -108,7 +110,7 @@ def make(passages: Sequence[Passage], instructions: str, counting: Counting) -> 
         prompts.passage_chars(p) for p in passages
     )
     if whole <= counting.input_chars(counting.max_output_tokens):
-        return Plan((Step("report", FINAL, "the whole input"),))
+        return Plan((Step("report", FINAL, "the whole input"),), 0, counting.max_output_tokens)
     final_room = counting.input_chars(counting.max_output_tokens) - prompts.frame_chars(
         prompts.FINAL, instructions
     )
@@ -126,7 +128,7 @@ def make(passages: Sequence[Passage], instructions: str, counting: Counting) -> 
     steps = [*parts, *rounds, Step("final", FINAL, "the notes", reads=tuple(reads))]
     if len(steps) > counting.max_calls:
         raise TooLong(_too_long(passages, len(steps), counting.max_calls))
-    return Plan(tuple(steps), notes)
+    return Plan(tuple(steps), notes, counting.max_output_tokens)
 
 
 def _note_chars(notes_tokens: int, counting: Counting) -> int:
@@ -177,7 +179,7 @@ def _rounds(
     steps: list[Step] = []
     number = 0
     while len(level) * note > final_room:
-        if per_call < 2:
+        if per_call < 2 or len(level) < 2:
             raise TooLong("The model's context window is too small to combine notes.")
         number += 1
         groups = [level[i : i + per_call] for i in range(0, len(level), per_call)]

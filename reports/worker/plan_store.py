@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models.functions import Now
 
@@ -152,7 +151,7 @@ def request_for(
             **common,
             documents=documents,
             passages=tuple(passages),
-            max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
+            max_output_tokens=plan.report_tokens,
         )
     if step.kind == PART:
         read = tuple(p for p in passages if step.first <= p.number <= step.last)
@@ -169,5 +168,5 @@ def request_for(
         documents=(),
         purpose=REPORT if final else COMBINE,
         notes=tuple(notes[key] for key in step.reads),
-        max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS if final else plan.notes_tokens,
+        max_output_tokens=plan.report_tokens if final else plan.notes_tokens,
     )
