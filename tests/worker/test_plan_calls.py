@@ -51,9 +51,10 @@ def notes_requests(server) -> list[str]:
 
 
 def sent_ids(server) -> list[str]:
-    return [
-        sid for user in notes_requests(server) for sid in re.findall(r"^\[(S\d+)\] \(", user, re.M)
-    ]
+    """The passage ids the parts' requests sent, in the order of the parts (they run side
+    by side, so they may arrive in any order)."""
+    parts = [re.findall(r"^\[(S\d+)\] \(", user, re.M) for user in notes_requests(server)]
+    return [sid for ids in sorted(parts, key=lambda ids: int(ids[0][1:])) for sid in ids]
 
 
 def test_a_document_several_times_the_window_is_read_whole(alice, server, worker):
