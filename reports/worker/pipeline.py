@@ -60,6 +60,7 @@ from reports.worker.plan import Plan, Step
 from reports.worker.plan_store import CallEnd, TaskInput
 from reports.worker.preparation import documents_to_read, passages_of, read_once
 from reports.worker.retries import RetryPolicy
+from reports.worker.slots import SpareSlots
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,11 @@ LOST = RunResult(None)  # the lease was lost
 
 
 class AttemptRun:
-    def __init__(self, claim: Claim, provider: Provider, clock: Clock) -> None:
+    def __init__(
+        self, claim: Claim, provider: Provider, clock: Clock, spare: SpareSlots | None = None
+    ) -> None:
         self.claim = claim
+        self.spare = spare  # the worker's idle slots, for a plan's calls side by side
         self.provider = provider
         self.clock = clock
         self.started = clock.monotonic()
@@ -359,7 +363,16 @@ class AttemptRun:
         """Run these notes calls, up to the parallel cap at once; return how the first that
         failed ended the attempt (the others under way finish and keep their notes), or
         None when all of them wrote notes."""
-        parallel = asyncio.Semaphore(max(1, settings.REPORTS_PLAN_PARALLEL_CALLS))
+        wanted = min(settings.REPORTS_PLAN_PARALLEL_CALLS, len(steps)) - 1
+        lent = self.spare.borrow(wanted) if self.spare is not None else 0
+        try:
+            return await self._run_level(task, plan, passages, requests, steps, 1 + lent)
+        finally:
+            if self.spare is not None:
+                self.spare.give_back(lent)
+
+    async def _run_level(self, task, plan, passages, requests, steps, width: int):
+        parallel = asyncio.Semaphore(width)
         failures: list[Outcome] = []
 
         async def run(step: Step) -> None:

@@ -167,3 +167,25 @@ def test_a_document_that_fits_is_one_call_showing_passage_ids(alice, server, wor
     (request,) = server.requests
     assert "[S1] (" in request.body["messages"][1]["content"]
     assert not TaskEvent.objects.filter(task=task, type=events.PROGRESS).exists()
+
+
+@pytest.mark.parametrize(("slots", "width"), [(1, 1), (3, 3), (8, 4)])
+def test_a_plan_runs_its_parts_side_by_side_only_in_idle_slots(
+    alice, server, settings, monkeypatch, slots, width
+):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 4
+    worker = Supervisor(slots=slots, clock=Clock())
+    widths = []
+    lend = worker.spare.borrow
+
+    def borrow(wanted: int) -> int:
+        lent = lend(wanted)
+        widths.append(1 + lent)
+        assert len(worker.running) + worker.spare.lent <= slots
+        return lent
+
+    monkeypatch.setattr(worker.spare, "borrow", borrow)
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
+    assert widths[0] == width and worker.spare.lent == 0
