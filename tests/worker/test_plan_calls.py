@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.template.loader import render_to_string
 
-from reports import events
+from reports import events, presentation
 from reports.clock import Clock
 from reports.models import Attempt, PlanCall, Task, TaskEvent
 from reports.streaming.follower import events_after
@@ -189,3 +190,14 @@ def test_a_plan_runs_its_parts_side_by_side_only_in_idle_slots(
     run_all(worker)
     assert Task.objects.get(pk=task.pk).status == "succeeded"
     assert widths[0] == width and worker.spare.lent == 0
+
+
+def test_the_status_line_shows_which_part_is_being_read(alice):
+    task = make_submission(alice, DOCUMENT)
+    state = events.TaskState(
+        status="running", progress=events.Progress(2, 12, "Reading part 3 of 11: Chapter 4")
+    )
+    status = presentation.status_context(task, state)
+    html = render_to_string("reports/task.html#status", {"status": status})
+    assert '<span data-progress data-done="2" data-total="12">' in html
+    assert "Reading part 3 of 11: Chapter 4 (2 of 12 calls done)</span>" in html
