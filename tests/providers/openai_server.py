@@ -95,6 +95,7 @@ class OpenAIServer:
         self.requests: list[Received] = []
         self.streaming = threading.Event()  # a 200 stream has sent its text
         self.client_closed = threading.Event()  # a client closed a connection we held open
+        self.hanging = threading.Event()  # a `hang` reply has sent what it sends
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
@@ -244,6 +245,7 @@ class OpenAIServer:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
         elif reply.end == "hang":
+            self.hanging.set()
             await self._wait_for_close(reader)
         # "drop": return without the last chunk; closing the connection cuts the body.
 

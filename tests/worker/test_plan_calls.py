@@ -3,9 +3,11 @@ in parts whose notes are durable steps, with its progress and its money."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.template.loader import render_to_string
 
 from reports import events, presentation
@@ -201,3 +203,28 @@ def test_the_status_line_shows_which_part_is_being_read(alice):
     html = render_to_string("reports/task.html#status", {"status": status})
     assert '<span data-progress data-done="2" data-total="12">' in html
     assert "Reading part 3 of 11: Chapter 4 (2 of 12 calls done)</span>" in html
+
+
+async def test_a_cancel_mid_plan_keeps_the_notes_so_far(alice, alice_client, server, settings):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[3] = Reply(text=("- half a note",), finish_reason=None, usage=None, end="hang")
+    task = await sync_to_async(make_submission)(alice, DOCUMENT)
+    worker = Supervisor(slots=2, clock=Clock())
+    assert await worker.claim_and_start()
+    assert await asyncio.to_thread(server.hanging.wait, 10)  # parts 1 and 2 wrote notes
+    cancel = await sync_to_async(alice_client.post)(f"/api/tasks/{task.pk}/cancel")
+    assert cancel.status_code == 202
+    await worker.wait_for_attempts()
+    task = await Task.objects.aget(pk=task.pk)
+    assert task.status == "cancelled"
+    attempt = await Attempt.objects.aget(task=task)
+    assert attempt.text.startswith("Notes on the parts read so far")
+    assert "[S1]" in attempt.text and "half a note" not in attempt.text
+    kept = [
+        key
+        async for key in PlanCall.objects.filter(task=task, status="succeeded").values_list(
+            "key", flat=True
+        )
+    ]
+    assert kept == ["part-1", "part-2"]
+    assert server.client_closed.wait(5)  # the hanging call was closed
