@@ -201,12 +201,12 @@ class AttemptRun:
                     task, step, plan, passages, self.notes, tuple(documents)
                 )
                 for step in plan.steps
-                if step.kind != planning.ROUND and (plan.single or step.kind == planning.PART)
+                if plan.single or step.kind == planning.PART
             }
+            # Each part's prompt is rendered to be counted: off the event loop.
+            worst = await threads.in_blocking_pool(self._worst_case)(plan, requests)
             try:
-                await threads.on_shared_db(budgets.top_up)(
-                    self.task_id, self.claim.epoch, self._worst_case(plan, requests)
-                )
+                await threads.on_shared_db(budgets.top_up)(self.task_id, self.claim.epoch, worst)
             except budgets.BudgetExhausted as exc:
                 return Outcome(Status.FAILED, ErrorType.BUDGET_EXHAUSTED, str(exc))
         with self._timed(Stage.GENERATE):
@@ -382,7 +382,11 @@ class AttemptRun:
                 request = requests.get(step.key) or plan_store.request_for(
                     task, step, plan, passages, self.notes
                 )
-                failure = await self._notes_call(plan, step, request)
+                try:
+                    failure = await self._notes_call(plan, step, request)
+                except LeaseLost:
+                    self.request_stop(attempt_core.LEASE_LOST)  # the others stop writing too
+                    raise
                 if failure is not None:
                     failures.append(failure)
 

@@ -56,7 +56,8 @@ class Reply:
 
 def answer(body: dict) -> Reply:
     """Answer as a model would: notes citing every passage of a part, combined notes
-    that keep their citations, or a report citing what the notes cite."""
+    that keep their citations, a report from notes citing what they cite, or else the
+    standard report."""
     system, user = (m.get("content", "") for m in body.get("messages", [{}, {}])[:2])
     if system.startswith("You are Reportline's reader"):
         ids = re.findall(r"^\[(S\d+)\] \(", user, re.MULTILINE)
@@ -64,7 +65,7 @@ def answer(body: dict) -> Reply:
     if system.startswith("You are Reportline's editor"):
         return Reply(text=tuple(re.findall(r"^- .*\n", user, re.MULTILINE)))
     cited = sorted(set(re.findall(r"\[(S\d+)\]", user)), key=lambda sid: int(sid[1:]))
-    if cited:
+    if "<notes-" in user:
         sources = "".join(f"- {sid} is cited. [{sid}]\n" for sid in cited)
         return Reply(text=(*REPORT_PIECES, "\n## Sources read\n\n", sources))
     return Reply()
