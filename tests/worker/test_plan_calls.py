@@ -4,6 +4,7 @@ in parts whose notes are durable steps, with its progress and its money."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import re
 
 import pytest
@@ -14,6 +15,7 @@ from reports import events, presentation
 from reports.clock import Clock
 from reports.models import Attempt, PlanCall, Task, TaskEvent
 from reports.streaming.follower import events_after
+from reports.worker.leases import reap_expired_leases
 from reports.worker.supervisor import Supervisor
 from tests.helpers import make_submission, run_all
 from tests.providers.openai_server import OpenAIServer, Reply, error, point_at
@@ -228,3 +230,29 @@ async def test_a_cancel_mid_plan_keeps_the_notes_so_far(alice, alice_client, ser
     ]
     assert kept == ["part-1", "part-2"]
     assert server.client_closed.wait(5)  # the hanging call was closed
+
+
+async def test_a_lost_worker_mid_plan_leaves_its_finished_parts_to_the_next(
+    alice, server, settings
+):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[3] = Reply(text=("- half a note",), finish_reason=None, usage=None, end="hang")
+    task = await sync_to_async(make_submission)(alice, DOCUMENT)
+    lost = Supervisor(slots=1, clock=Clock())
+    assert await lost.claim_and_start()
+    assert await asyncio.to_thread(server.hanging.wait, 10)  # parts 1 and 2 wrote notes
+    for running in list(lost.running.values()):  # the worker dies: nothing more is written
+        running.cancel()
+    await asyncio.gather(*lost.running.values(), return_exceptions=True)
+    expired = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    await Task.objects.filter(pk=task.pk).aupdate(lease_expires_at=expired)
+    await sync_to_async(reap_expired_leases)()
+    assert (await Task.objects.aget(pk=task.pk)).status == "queued"  # to run again
+    sent = len(server.requests)
+    await sync_to_async(run_all)(Supervisor(slots=2, clock=Clock()))
+    task = await Task.objects.aget(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    # The next attempt called the provider only for the parts without notes, and the final.
+    assert len(server.requests) - sent == task.plan["calls"] - 2
+    second = notes_requests(server)[3]
+    assert re.search(r"^\[S1\] \(", second, re.M) is None
