@@ -256,3 +256,12 @@ async def test_a_lost_worker_mid_plan_leaves_its_finished_parts_to_the_next(
     assert len(server.requests) - sent == task.plan["calls"] - 2
     second = notes_requests(server)[3]
     assert re.search(r"^\[S1\] \(", second, re.M) is None
+
+
+def test_the_reservation_covers_the_whole_plan_before_the_first_call(alice, server, settings):
+    settings.REPORTS_DEFAULT_BUDGET_MICROS = 20_000  # enough for one call, not for the plan
+    task = make_submission(alice, DOCUMENT)
+    run_all(Supervisor(slots=2, clock=Clock()))
+    task = Task.objects.get(pk=task.pk)
+    assert (task.status, task.error_type) == ("failed", "budget_exhausted")
+    assert server.requests == [] and task.cost_status == "released"
