@@ -65,6 +65,7 @@ from reports.worker.slots import SpareSlots
 log = logging.getLogger(__name__)
 
 _WAKE = object()  # a stop was requested
+TOKEN_SAMPLE_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,9 @@ class AttemptRun:
 
     async def _new_plan(self, passages, task: TaskInput, documents) -> Plan:
         """Make the task's plan from what the provider knows of its tokens, and store it."""
-        sample = "\n".join(document.text for document in documents)
+        # A sample is enough to learn the characters a token, and a tokenizer endpoint
+        # need not be sent megabytes.
+        sample = "\n".join(document.text for document in documents)[:TOKEN_SAMPLE_CHARS]
         counting = planning.Counting(
             context_tokens=settings.REPORTS_CONTEXT_TOKENS,
             max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
