@@ -265,3 +265,21 @@ def test_the_reservation_covers_the_whole_plan_before_the_first_call(alice, serv
     task = Task.objects.get(pk=task.pk)
     assert (task.status, task.error_type) == ("failed", "budget_exhausted")
     assert server.requests == [] and task.cost_status == "released"
+
+
+def test_notes_that_do_not_fit_one_call_are_combined_in_rounds(alice, server):
+    document = "# The long manual\n\n" + "\n\n".join(SECTION.format(n=n) for n in range(1, 121))
+    task = make_submission(alice, document)
+    run_all(Supervisor(slots=4, clock=Clock()))
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    assert task.plan["rounds"] >= 2 and task.plan["calls"] == len(server.requests)
+    editors = [
+        r
+        for r in server.requests
+        if r.body["messages"][0]["content"].startswith("You are Reportline's editor")
+    ]
+    assert len(editors) == task.plan["rounds"]
+    final = server.requests[-1].body["messages"][1]["content"]
+    last = max(step[4] for step in task.plan["steps"] if step[1] == "part")
+    assert "[S1]" in final and f"[S{last}]" in final  # the citations survived the rounds
