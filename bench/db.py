@@ -55,6 +55,7 @@ def collect(task_ids: list[str]) -> dict:
         events = TaskEvent.objects.filter(task=task).order_by("seq")
         found[str(task.pk)] = {
             "status": task.status,
+            "error": [task.error_type, task.user_message],
             "text": attempt.text if attempt else "",
             "attempts": task.attempts.count(),
             "queue_ms": task.queue_ms,
@@ -76,12 +77,13 @@ def plan(task_ids: list[str]) -> dict:
         stages = attempt.stage_ms if attempt else {}
         found[str(task.pk)] = {
             "status": task.status,
+            "error": [task.error_type, task.user_message],
             "plan": task.plan,
             "attempt": attempt.number if attempt else 0,
             "text": attempt.text if attempt else "",
             "before_generate_ms": stages.get("parse", 0.0) + stages.get("prepare", 0.0),
             "calls": [
-                [call.key, call.status, call.attempt_number, call.duration_ms]
+                [call.key, call.status, call.attempt_number, call.duration_ms, call.error_type]
                 for call in task.plan_calls.order_by("position")
             ],
         }

@@ -370,6 +370,11 @@ if REPORTS_CONTEXT_TOKENS < REPORTS_MAX_OUTPUT_TOKENS + 2_000:
         f"REPORTS_CONTEXT_TOKENS ({REPORTS_CONTEXT_TOKENS}) must leave at least 2000 tokens "
         f"of input after REPORTS_MAX_OUTPUT_TOKENS ({REPORTS_MAX_OUTPUT_TOKENS})."
     )
+# A plan of calls (docs/api.md, "Passages, parts and citations"): at most this many
+# provider calls for one task (its parts, rounds and final call); longer input is refused.
+REPORTS_MAX_PARTS = env_int("REPORTS_MAX_PARTS", 64, minimum=2)
+# How many of one task's notes calls run side by side (docs/lifecycle.md, "A plan of calls").
+REPORTS_PLAN_PARALLEL_CALLS = env_int("REPORTS_PLAN_PARALLEL_CALLS", 2, minimum=1)
 # --- Hardening: parse sandbox, rate limits, login throttling (docs/security.md) ----------
 REPORTS_PARSE_CPU_S = env_int("REPORTS_PARSE_CPU_S", 60, minimum=1)
 REPORTS_PARSE_MEMORY_MB = env_int("REPORTS_PARSE_MEMORY_MB", 1024, minimum=64)

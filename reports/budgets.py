@@ -6,9 +6,11 @@ Amounts are integer micro-dollars (millionths of a US dollar). A task's life in 
   budget by one conditional UPDATE, in the transaction that creates the task, so
   concurrent submissions can never reserve more than the limit (`reserved`);
 * before the provider is called: the estimate made from the upload's size is replaced by
-  the worst case of the request actually sent, and the reservation topped up to it (a
-  small .docx can hold megabytes of text); when the budget cannot cover that, the task
-  fails `budget_exhausted` and the provider is never called;
+  the worst case of the calls actually planned (the one request, or every call of a plan
+  of calls: each part's passages, each notes-reading call at its full window, each at its
+  output cap), and the reservation topped up to it (a small .docx can hold megabytes of
+  text); when the budget cannot cover that, the task fails `budget_exhausted` and the
+  provider is never called;
 * end: the reservation is returned and the actual cost of the task's attempts charged
   (`settled`): at the usage the provider reported or, when it answered and reported none
   (a cancel, a dropped stream, a server that never sends usage), at an estimate from the
@@ -19,7 +21,9 @@ Amounts are integer micro-dollars (millionths of a US dollar). A task's life in 
 
 One reservation covers the whole task, retries included: an attempt the provider
 refused before answering (a 429 or 5xx that is retried) costs nothing, and every attempt
-that did run is charged at settlement (or left unknown). Every function that writes
+that did run is charged at settlement (or left unknown). An attempt's cost is the sum of
+the calls it made: a plan's notes calls and its final call; notes an earlier attempt
+wrote are reused and cost nothing again. Every function that writes
 runs in its caller's transaction.
 """
 
@@ -164,12 +168,24 @@ def request_input_tokens(request: GenerationRequest) -> int:
     longer request outright, and a refused request costs nothing.
     """
     sent = sum(len(message["content"].encode()) for message in build_messages(request))
-    cap = settings.REPORTS_CONTEXT_TOKENS - settings.REPORTS_MAX_OUTPUT_TOKENS
+    cap = settings.REPORTS_CONTEXT_TOKENS - request.max_output_tokens
     return min(sent + FRAMING_TOKENS, cap)
 
 
-def top_up(task_id, epoch: int, request: GenerationRequest) -> int:
-    """Raise the task's reservation to the worst case of the request about to be sent.
+def worst_case(request: GenerationRequest) -> tuple[int, int]:
+    """Return the most input and output tokens `request` can be billed for."""
+    return request_input_tokens(request), request.max_output_tokens
+
+
+def window_worst_case(output_tokens: int) -> tuple[int, int]:
+    """Return the worst case of a call whose input is not known yet (it reads notes still
+    to be written): its whole window, at its output cap."""
+    return settings.REPORTS_CONTEXT_TOKENS - output_tokens, output_tokens
+
+
+def top_up(task_id, epoch: int, calls: list[tuple[int, int]]) -> int:
+    """Raise the task's reservation to the worst case of the calls about to be made: one
+    request, or every call of a plan (`worst_case` of each, in input and output tokens).
 
     Return what was added (0 when the reservation already covers it, or the task holds
     none, or the attempt lost its lease). Raise BudgetExhausted, holding nothing more,
@@ -184,9 +200,7 @@ def top_up(task_id, epoch: int, request: GenerationRequest) -> int:
         )
         if task is None or task.model not in settings.REPORTS_PRICES:
             return 0
-        needed = usage_cost(
-            task.model, request_input_tokens(request), request.max_output_tokens, None
-        )
+        needed = sum(usage_cost(task.model, tokens, output, None) for tokens, output in calls)
         extra = needed - task.reserved_micros
         if extra <= 0:
             return 0
@@ -209,6 +223,12 @@ def attempt_cost(model: str, usage, *, billed_nothing: bool) -> int | None:
     if usage.source in MEASURED and None not in (usage.input_tokens, usage.output_tokens):
         return usage_cost(model, usage.input_tokens, usage.output_tokens, usage.cached_tokens)
     return 0 if billed_nothing else None
+
+
+def call_cost_of(task_id, usage, *, answered: bool) -> int | None:
+    """Return the cost of one call of a plan: `attempt_cost_of`, nothing billed when the
+    provider never answered and reported no usage."""
+    return attempt_cost_of(task_id, usage, billed_nothing=not answered)
 
 
 def attempt_cost_of(task_id, usage, *, billed_nothing: bool) -> int | None:

@@ -101,6 +101,7 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         "attempt": attempt,
         "elapsed_ms": None,
         "stage": "",
+        "progress": None,
     }
     if value == Status.QUEUED:
         context["detail"] = _queued_detail(task, state)
@@ -108,6 +109,9 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         context["detail"] = "trying again" if attempt > 1 else ""
         context["stage"] = "writing" if has_text else "waiting"
         context["elapsed_ms"] = attempt_elapsed_ms(task.pk, attempt)
+        if state.progress is not None and not has_text:
+            context["stage"] = "reading"  # a plan of calls reads its parts first
+            context["progress"] = state.progress
     elif value == Status.FINALIZING:
         context["detail"] = "checking and saving the report"
     elif value == Status.SUCCEEDED:

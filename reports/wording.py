@@ -83,3 +83,17 @@ def ordinal(n: int) -> str:
 def place_in_line(position: int) -> str:
     """Return a queued task's place in its lane's line: "next in line", "2nd in line"…"""
     return "next in line" if position == 1 else f"{ordinal(position)} in line"
+
+
+# What an attempt's text says it is when it ends before its report's call: the notes of a
+# plan of calls so far, each under what it read.
+NOTES_SO_FAR = "Notes on the parts read so far (the report itself was not written):"
+
+
+def progress(kind: str, number: int, of: int, label: str) -> str:
+    """Say in words which call of a plan is under way (a `progress` event's label)."""
+    if kind == "part":
+        return f"Reading part {number} of {of}: {label}"
+    if kind == "round":
+        return f"Combining notes, round {number}: {label}"
+    return "Writing the report from the notes"

@@ -164,6 +164,14 @@ def saved_report(task) -> str:
         return f.read().decode()
 
 
+def report_body(report: str) -> str:
+    """Return a saved report without the `## Sources` section its finalization adds: the
+    text the model wrote (with any citation of no passage taken out), to its last word."""
+    body, sources, _ = report.rpartition("\n## Sources\n")
+    assert sources, "a saved report ends with its sources"
+    return body.rstrip()
+
+
 def stored_uploads() -> list[str]:
     return stored_files("uploads")
 

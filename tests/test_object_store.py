@@ -18,6 +18,7 @@ from tests.helpers import (
     REPORT,
     files_under,
     free_port,
+    report_body,
     run_all,
     saved_report,
     stored_files,
@@ -50,7 +51,8 @@ def test_a_report_is_written_to_and_downloaded_from_the_store(
 
     reply = alice_client.get(f"/api/tasks/{task.pk}/result")
     assert reply.status_code == 200
-    assert b"".join(reply.streaming_content).decode() == REPORT == saved_report(task)
+    downloaded = b"".join(reply.streaming_content).decode()
+    assert downloaded == saved_report(task) and report_body(downloaded) == REPORT.rstrip()
     assert stored_files("uploads") == [task.documents.get().storage_name]
     assert stored_files("results") == [f"{task.result_id}.md"]
     assert files_under(settings.REPORTS_STORAGE_DIR) == []  # nothing on this disk

@@ -9,6 +9,10 @@ from dataclasses import dataclass, field
 
 from reports.clock import Clock
 
+# Three characters a token is on the safe side: English prose runs about four, code and
+# most other languages fewer (reports/providers/fitting.py says how a provider knows better).
+CHARS_PER_TOKEN = 3
+
 
 @dataclass(frozen=True)
 class SourceDocument:
@@ -112,6 +116,11 @@ class Provider(ABC):
     def __init__(self, *, clock: Clock | None = None, **options) -> None:
         self.clock = clock or Clock()
         self.options = options
+
+    async def chars_per_token(self, sample: str) -> float:
+        """Return how many characters of `sample` this provider's model counts as a
+        token, at most: what a plan of calls is cut by (reports/worker/plan.py)."""
+        return CHARS_PER_TOKEN
 
     @abstractmethod
     def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:

@@ -26,6 +26,7 @@ from reports.clock import Clock
 from reports.models import ErrorType
 from reports.providers import fitting
 from reports.providers.base import (
+    CHARS_PER_TOKEN,
     Completed,
     GenerationRequest,
     Heartbeat,
@@ -103,16 +104,32 @@ class OpenAIProvider(Provider):
             http_client=http,
         )
 
+    async def chars_per_token(self, sample: str) -> float:
+        """The server's own count of `sample` where it offers one, else what usage taught
+        (`fitting.ContextFitter`), else CHARS_PER_TOKEN; never more than CHARS_PER_TOKEN."""
+        async with self.http() as http:
+            tokens = await self.fitter.count(http, sample) if sample else None
+        if tokens:
+            return min(CHARS_PER_TOKEN, len(sample) / tokens * fitting.SAFETY)
+        return self.fitter.chars_per_token or CHARS_PER_TOKEN
+
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         configured = settings.REPORTS_CONTEXT_TOKENS
-        async with self.http() as http:
-            sent = await self.fitter.fit(http, request, configured)
+        # A request of passages or notes was cut to fit by the plan of calls
+        # (reports/worker/plan.py): it is never cut here, and an overflow is a clear error.
+        planned = bool(request.passages or request.notes)
+        sent = request
+        if not planned:
+            async with self.http() as http:
+                sent = await self.fitter.fit(http, request, configured)
         try:
             async with contextlib.aclosing(self._stream_once(sent)) as items:
                 async for item in items:
                     yield item
             return
         except _Overflowed as overflowed:
+            if planned:
+                raise self._too_long(overflowed, sent, configured) from None
             # Once, with the input cut to what the server said fits; the cut note in the
             # prompt tells the model, and so the report, what was left out.
             sent = self._cut_to(overflowed, sent, configured)
@@ -256,7 +273,18 @@ class OpenAIProvider(Provider):
     def _too_long(
         self, overflowed: _Overflowed, sent: GenerationRequest, configured: int
     ) -> ProviderError:
+        if overflowed.overflow.window:
+            self.fitter.learn_window(overflowed.overflow.window)
         window = self.fitter.context_tokens(configured)
+        if sent.passages or sent.notes:
+            return ProviderError(
+                ErrorType.PROVIDER_REJECTED,
+                f"A call of the plan does not fit the model's context window of {window:,} "
+                f"tokens with {sent.max_output_tokens:,} tokens kept for its answer: set "
+                "REPORTS_CONTEXT_TOKENS to the server's context size.",
+                request_id=overflowed.request_id,
+                plain=True,
+            )
         chars = sum(len(doc.text) for doc in sent.documents)
         return ProviderError(
             ErrorType.PROVIDER_REJECTED,

@@ -182,10 +182,14 @@ def write_report(
     purpose: str = "report",
     passages: Sequence = (),  # reports.parsers.passages.Passage: what it reads, cited
     notes: Sequence[str] = (),
+    max_tokens: int | None = None,
 ) -> str:
     """Write what the call is for: a Markdown analysis shaped by the instructions (of the
     passages when given, else of the notes when given, else of the documents), or a plan's
-    notes on its passages ("notes"), or earlier notes combined ("combine")."""
+    notes on its passages ("notes"), or earlier notes combined ("combine").
+
+    Notes stop before `max_tokens`, as the notes prompt asks a model to: the plan sized
+    them so that the report's call can read every part's."""
     instructions = _clean_text(instructions).strip()
     if passages:
         parsed = _parse_passages(passages)
@@ -202,9 +206,9 @@ def write_report(
     _score(sentences, frequencies, focus)
     _rank_central(sentences, focus)
     if purpose == "notes":
-        return _notes_text(sentences, NOTES_PER_PART, passages)
+        return _notes_text(sentences, NOTES_PER_PART, passages, max_tokens)
     if purpose == "combine":
-        return _notes_text(sentences, NOTES_COMBINED, passages)
+        return _notes_text(sentences, NOTES_COMBINED, passages, max_tokens)
 
     summary = _pick_summary(sentences)
     points = _pick_points(sentences, summary)
@@ -265,14 +269,33 @@ def _parse_notes(notes: Sequence[str]) -> _Document:
     return doc
 
 
-def _notes_text(sentences: list[_Sentence], limit: int, passages: Sequence) -> str:
-    """Return the most central sentences as bullets, the most central first."""
+def _notes_text(
+    sentences: list[_Sentence], limit: int, passages: Sequence, max_tokens: int | None
+) -> str:
+    """Return the most central sentences as bullets, the most central first, as many as
+    `limit` and `max_tokens` allow (the first one always)."""
     ranked = _distinct(_ranked([s for s in sentences if not s.boilerplate]))
     chosen = [s for s in ranked if s.prose] or [s for s in ranked if _ends(s)] or ranked
     if not chosen:
         where = f" in {passages[0].id} to {passages[-1].id}" if passages else ""
         return f"- No running sentences{where}.\n"
-    return "".join(f"- {_sentence(s)}\n" for s in chosen[:limit])
+    bullets: list[str] = []
+    used = 0
+    for sentence in chosen[:limit]:
+        bullet = f"- {_sentence(sentence)}\n"
+        used += len(tokenize(bullet))
+        if bullets and max_tokens is not None and used > max_tokens:
+            break
+        bullets.append(bullet)
+    return "".join(bullets)
+
+
+# The simulated model's tokens: "".join(tokens) gives back the text exactly.
+_MODEL_TOKEN = re.compile(r"\s*\S{1,4}|\s+")
+
+
+def tokenize(text: str) -> list[str]:
+    return _MODEL_TOKEN.findall(text)
 
 
 def _clean_text(text: str) -> str:

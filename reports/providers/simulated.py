@@ -26,7 +26,7 @@ from reports.providers.base import (
     TextDelta,
     Usage,
 )
-from reports.providers.report_writer import write_report
+from reports.providers.report_writer import tokenize, write_report
 
 HEARTBEAT_S = 1.0
 SLOW_TTFT_S = 3.0
@@ -37,12 +37,6 @@ TRUNCATE_AT = 0.4  # share of the report sent before the "truncated" scenario en
 _EPSILON = 1e-9
 
 # About four characters a token, with the whitespace before it attached, so that
-# "".join(tokens) gives back the text exactly.
-_TOKEN = re.compile(r"\s*\S{1,4}|\s+")
-
-
-def tokenize(text: str) -> list[str]:
-    return _TOKEN.findall(text)
 
 
 def estimate_tokens(chars: int) -> int:
@@ -91,6 +85,7 @@ class SimulatedProvider(Provider):
             purpose=request.purpose,
             passages=request.passages,
             notes=request.notes,
+            max_tokens=request.max_output_tokens,
         )
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:

@@ -123,17 +123,18 @@ class TaskConsumer(AsyncWebsocketConsumer):
             await self.close(code=1011)  # the page reconnects and resumes
 
     async def _send_events(self, events: list[Event]) -> None:
-        """Send the events' text at once, then, when the status changed, its lines.
+        """Send the events' text at once, then, when the status or a plan's progress
+        changed, its lines.
 
         The text reads nothing, so it is rendered here and goes out without waiting for
         the one thread every consumer's database work queues for; only the status and
         outcome lines (which read the task) wait for it, in a message of their own.
         """
-        announced = self.state.status_seq
+        announced = self.state.status_seq, self.state.progress
         self.state = fold(events, self.state)
         self.last_seq = events[-1].seq
         await self._send(text_message(events, self.last_seq))
-        if self.state.status_seq != announced:
+        if (self.state.status_seq, self.state.progress) != announced:
             message = await on_shared_db(status_message)(self.task, self.state, self.last_seq)
             await self._send(message)
 

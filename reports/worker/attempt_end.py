@@ -54,6 +54,9 @@ class AttemptRecord:
     duration_ms: float
     prompt_chars: int = 0  # the length of the prompt sent, once one was
     removed_citations: int = 0  # citation ids the report's finalization took out
+    # The usage of the plan's notes calls this attempt made before its report's call, each
+    # already as charged (`call_usage`); notes reused from an earlier attempt are not here.
+    notes_usage: tuple[Usage, ...] = ()
 
 
 def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event | None:
@@ -116,20 +119,47 @@ def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event |
 
 
 def usage_at_end(record: AttemptRecord, outcome: Outcome) -> Usage:
-    """Return the usage the attempt is charged at.
+    """Return the usage the attempt is charged at: its report call's (`call_usage`) and
+    its notes calls' together."""
+    unknown = outcome.status == Status.RECONCILIATION_REQUIRED
+    report = call_usage(
+        record.usage,
+        answered=record.answered,
+        unknown=unknown,
+        prompt_chars=record.prompt_chars,
+        text=record.text,
+    )
+    if not record.notes_usage:
+        return report
+    # Which call's outcome is unknown is not kept: an admin settles the attempt whole.
+    return Usage() if unknown else sum_usage([*record.notes_usage, report])
+
+
+def call_usage(usage: Usage, *, answered: bool, unknown: bool, prompt_chars: int, text: str):
+    """Return the usage one provider call is charged at.
 
     The provider's own report when it gave one; when it answered and reported none (a
     cancel, a dropped stream, a server that never sends usage), an estimate from the
     prompt sent and the text received. An outcome that is itself unknown (no answer came)
     keeps its usage unknown, for an admin to settle.
     """
-    if (
-        record.usage.source != "missing"
-        or not record.answered
-        or outcome.status == Status.RECONCILIATION_REQUIRED
-    ):
-        return record.usage
-    return estimated_usage(record.prompt_chars, record.text)
+    if usage.source != "missing" or not answered or unknown:
+        return usage
+    return estimated_usage(prompt_chars, text)
+
+
+def sum_usage(usages: list[Usage]) -> Usage:
+    """Return the usage of several calls together. A call still without usage at its end
+    (`call_usage`) was never answered: refused, or never sent, it billed nothing."""
+    counted = [u for u in usages if u.source != "missing"]
+    if not counted:
+        return Usage()
+    return Usage(
+        input_tokens=sum(u.input_tokens or 0 for u in counted),
+        output_tokens=sum(u.output_tokens or 0 for u in counted),
+        cached_tokens=sum(u.cached_tokens or 0 for u in counted),
+        source="estimate" if any(u.source == "estimate" for u in counted) else "provider",
+    )
 
 
 def billed_nothing(record: AttemptRecord, outcome: Outcome) -> bool:

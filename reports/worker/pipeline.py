@@ -1,5 +1,11 @@
 """One attempt of one task: parse → prepare → generate → validate, render, save.
 
+Generate is one provider call, or a plan of calls (`reports.worker.plan`) when the whole
+input does not fit one: the parts' notes calls side by side, rounds, then the report's
+own call from the notes. Every call is one `attempt_core.Call`, run by this same shell.
+A notes call's end is saved with its notes and usage (`plan_store.save_call_end`), so an
+attempt calls the provider only for the calls no earlier attempt finished.
+
 The shell around the attempt core (`reports.worker.attempt_core`): it sequences the
 stages, does the I/O off the event loop (reports/threads.py), pumps the provider's stream into the
 core, carries out the core's decisions — fenced chunk writes, then their fan-out in order —
@@ -20,12 +26,13 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models.functions import Coalesce, Now
 
-from reports import budgets, events, rendering, storage, threads, wakeups
+from reports import budgets, events, rendering, storage, threads, wakeups, wording
 from reports.clock import Clock
-from reports.models import ErrorType, Event, SourcePassage, Stage, Status, Task
+from reports.models import ErrorType, Event, Stage, Status, Task
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.parsers.base import ParseError
+from reports.parsers.passages import Passage
 from reports.providers.base import (
     GenerationRequest,
     Provider,
@@ -36,7 +43,8 @@ from reports.providers.base import (
 from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
 from reports.validation import settle_citations, validate_report
-from reports.worker import attempt_core, chunk_writes
+from reports.worker import attempt_core, chunk_writes, plan_store
+from reports.worker import plan as planning
 from reports.worker.attempt_core import (
     Abandon,
     Call,
@@ -46,15 +54,19 @@ from reports.worker.attempt_core import (
     StreamEnded,
     Write,
 )
-from reports.worker.attempt_end import AttemptRecord, write_end
+from reports.worker.attempt_end import AttemptRecord, call_usage, write_end
 from reports.worker.leases import Claim, LeaseLost, mark_parsing
 from reports.worker.outcome import Outcome
-from reports.worker.preparation import build_request, documents_to_read, read_once
+from reports.worker.plan import Plan, Step
+from reports.worker.plan_store import CallEnd, TaskInput
+from reports.worker.preparation import documents_to_read, passages_of, read_once
 from reports.worker.retries import RetryPolicy
+from reports.worker.slots import SpareSlots
 
 log = logging.getLogger(__name__)
 
 _WAKE = object()  # a stop was requested
+TOKEN_SAMPLE_CHARS = 100_000
 
 
 @dataclass(frozen=True)
@@ -73,8 +85,11 @@ LOST = RunResult(None)  # the lease was lost
 
 
 class AttemptRun:
-    def __init__(self, claim: Claim, provider: Provider, clock: Clock) -> None:
+    def __init__(
+        self, claim: Claim, provider: Provider, clock: Clock, spare: SpareSlots | None = None
+    ) -> None:
         self.claim = claim
+        self.spare = spare  # the worker's idle slots, for a plan's calls side by side
         self.provider = provider
         self.clock = clock
         self.started = clock.monotonic()
@@ -89,13 +104,19 @@ class AttemptRun:
         self.status: str = Status.RUNNING  # where the attempt holds its task
         self.stage_ms: dict[str, float] = {}
         self.stop_reason = ""  # attempt_core.CANCEL or LEASE_LOST, once asked to stop
-        self.call: Call | None = None  # the provider call, once the request is sent
+        self.call: Call | None = None  # the report's provider call, once its request is sent
         self.prompt_chars = 0
         self.removed_citations = 0  # citation ids naming no passage, taken out of the report
         self.first_text_ms: float | None = None
-        # One item of look-ahead: the provider is paced by this runner, and an
-        # injected clock cannot run ahead of what the runner has seen.
-        self._queue: asyncio.Queue = asyncio.Queue(maxsize=1)
+        # The calls under way, each with its queue: one item of look-ahead, as the
+        # provider is paced by this runner and an injected clock cannot run ahead of
+        # what the runner has seen.
+        self._calls: dict[int, tuple[Call, asyncio.Queue]] = {}
+        self.plan: Plan | None = None
+        self.passages: list[Passage] = []  # what the documents were cut into (parse stage)
+        self.notes: dict[str, str] = {}  # a plan's notes so far, by call key
+        self.notes_usage: list[Usage] = []  # the usage of the notes calls this attempt made
+        self.done = 0  # the plan's calls finished, reused ones included
         self._unsent: list[Event] = []  # committed, not yet fanned out
         self._announcing: asyncio.Task | None = None  # fanning them out
 
@@ -105,17 +126,24 @@ class AttemptRun:
 
     @property
     def text(self) -> str:
-        return self.call.text if self.call is not None else ""
+        """The attempt's text: the report's, or (before its call) the plan's notes so far,
+        marked as notes."""
+        if self.call is not None or not self.notes:
+            return self.call.text if self.call is not None else ""
+        read = [step for step in self.plan.notes_steps if step.key in self.notes]
+        return wording.NOTES_SO_FAR + "".join(
+            f"\n\n## {step.label}\n\n{self.notes[step.key]}" for step in read
+        )
 
     def request_stop(self, reason: str) -> None:
         """Ask the attempt to stop (cancel or lost lease); it wakes at once."""
         if self.stop_reason:
             return
         self.stop_reason = reason
-        if self.call is not None:
-            self.call.stop(reason)
-        with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
-            self._queue.put_nowait(_WAKE)
+        for call, queue in self._calls.values():
+            call.stop(reason)
+            with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
+                queue.put_nowait(_WAKE)
 
     async def run(self) -> RunResult:
         """Run the attempt to its end; return the status it left its task in."""
@@ -162,15 +190,64 @@ class AttemptRun:
             except ParseError as exc:
                 return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
             await self._mark_parsing(False)
+            passages = self.passages = await passages_of(self.task_id, documents)
+            task, plan = await threads.on_shared_db(plan_store.stored_plan)(self.claim)
+            if plan is None:
+                try:
+                    plan = await self._new_plan(passages, task, documents)
+                except planning.TooLong as exc:
+                    return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
+        self.plan = plan
         with self._timed(Stage.PREPARE):
-            request = await threads.on_shared_db(build_request)(self.claim, documents)
+            self.notes = await threads.on_shared_db(plan_store.finished_notes)(self.task_id)
+            requests = {
+                step.key: plan_store.request_for(
+                    task, step, plan, passages, self.notes, tuple(documents)
+                )
+                for step in plan.steps
+                if plan.single or step.kind == planning.PART
+            }
+            # Each part's prompt is rendered to be counted: off the event loop.
+            worst = await threads.in_blocking_pool(self._worst_case)(plan, requests)
             try:
-                await threads.on_shared_db(budgets.top_up)(self.task_id, self.claim.epoch, request)
+                await threads.on_shared_db(budgets.top_up)(self.task_id, self.claim.epoch, worst)
             except budgets.BudgetExhausted as exc:
                 return Outcome(Status.FAILED, ErrorType.BUDGET_EXHAUSTED, str(exc))
         with self._timed(Stage.GENERATE):
-            self.prompt_chars = prompt_chars(request)
-            return await self._generate(request)
+            if plan.single:
+                request = requests[plan.final.key]
+                self.prompt_chars = prompt_chars(request)
+                return await self._generate(request)
+            return await self._run_plan(task, plan, passages, requests)
+
+    async def _new_plan(self, passages, task: TaskInput, documents) -> Plan:
+        """Make the task's plan from what the provider knows of its tokens, and store it."""
+        # A sample is enough to learn the characters a token, and a tokenizer endpoint
+        # need not be sent megabytes.
+        sample = "\n".join(document.text for document in documents)[:TOKEN_SAMPLE_CHARS]
+        counting = planning.Counting(
+            context_tokens=settings.REPORTS_CONTEXT_TOKENS,
+            max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
+            chars_per_token=await self.provider.chars_per_token(sample),
+            max_calls=settings.REPORTS_MAX_PARTS,
+        )
+        plan = await threads.in_blocking_pool(planning.make)(passages, task.instructions, counting)
+        if not await threads.on_shared_db(plan_store.store_plan)(self.claim, plan):
+            raise LeaseLost(self.task_id)
+        return plan
+
+    @staticmethod
+    def _worst_case(plan: Plan, requests: dict) -> list[tuple[int, int]]:
+        """Every call of the plan at its worst: what a part reads, and a call reading notes
+        at its whole window."""
+        return [
+            budgets.worst_case(requests[step.key])
+            if step.key in requests
+            else budgets.window_worst_case(
+                plan.report_tokens if step.kind == planning.FINAL else plan.notes_tokens
+            )
+            for step in plan.steps
+        ]
 
     async def _read_documents(self) -> list[SourceDocument]:
         """Return the task's documents as text, parsing each file at most once per owner.
@@ -195,60 +272,194 @@ class AttemptRun:
         if not marked:
             raise LeaseLost(self.task_id)
 
-    # --- generate: one provider call, run by the core ----------------------------------
+    # --- generate: provider calls, each run by the core -----------------------------------
 
     async def _generate(self, request: GenerationRequest) -> Outcome:
-        """Send the request and carry out the core's decisions until it ends the call."""
-        call = self.call = Call(self.limits, sent_at=self.clock.monotonic())
+        """Make the report's own call: its text is written as `delta` events."""
+        return (await self._call(request, report=True))[1]
+
+    async def _call(self, request: GenerationRequest, *, report: bool) -> tuple[Call, Outcome]:
+        """Send one request and carry out the core's decisions until it ends the call.
+
+        Only the report's call writes its text as it comes; a notes call's text is kept
+        in its `Call` and saved whole at its end.
+        """
+        call = Call(self.limits, sent_at=self.clock.monotonic())
+        if report:
+            self.call = call
         if self.stop_reason:
             call.stop(self.stop_reason)
-        pump = asyncio.create_task(self._pump(request))
+        queue: asyncio.Queue = asyncio.Queue(maxsize=1)
+        self._calls[id(call)] = (call, queue)
+        pump = asyncio.create_task(self._pump(request, queue))
         try:
             while True:
-                for decision in await self._next_decisions(call):
+                for decision in await self._next_decisions(call, queue, report=report):
                     if isinstance(decision, Write):
-                        await self._write(decision.text)
+                        if report:
+                            await self._write(decision.text)
                     elif isinstance(decision, End):
-                        return decision.outcome
+                        return call, decision.outcome
                     elif isinstance(decision, Abandon):
                         raise LeaseLost(self.task_id)
         finally:
+            del self._calls[id(call)]
             pump.cancel()
             await asyncio.gather(pump, return_exceptions=True)
 
-    async def _pump(self, request: GenerationRequest) -> None:
+    async def _pump(self, request: GenerationRequest, queue: asyncio.Queue) -> None:
         try:
             # aclosing: a cancelled pump closes the provider's stream (and its connection)
             # at once, not whenever the generator is collected.
             async with contextlib.aclosing(self.provider.stream(request)) as items:
                 async for item in items:
-                    await self._queue.put(item)
-            await self._queue.put(StreamEnded())
+                    await queue.put(item)
+            await queue.put(StreamEnded())
         except ProviderError as exc:
-            await self._queue.put(exc)
+            await queue.put(exc)
         except Exception as exc:  # an adapter bug must end the call, not hang it
             log.exception("provider %s raised unexpectedly", self.provider.name)
-            await self._queue.put(
-                ProviderError(ErrorType.PROVIDER_ERROR, f"Provider failure: {exc}")
-            )
+            await queue.put(ProviderError(ErrorType.PROVIDER_ERROR, f"Provider failure: {exc}"))
 
-    async def _next_decisions(self, call: Call) -> list[Decision]:
+    async def _next_decisions(
+        self, call: Call, queue: asyncio.Queue, *, report: bool
+    ) -> list[Decision]:
         """Feed the core the next stream item, or a tick when it falls due first."""
         try:
-            item = self._queue.get_nowait()  # an item already waiting is never timed out
+            item = queue.get_nowait()  # an item already waiting is never timed out
         except asyncio.QueueEmpty:
             timeout = max(0.0, call.next_tick_at() - self.clock.monotonic())
             try:
-                item = await asyncio.wait_for(self._queue.get(), timeout=timeout)
+                item = await asyncio.wait_for(queue.get(), timeout=timeout)
             except TimeoutError:
                 item = _WAKE
         now = self.clock.monotonic()
         decisions = call.tick(now) if item is _WAKE else call.receive(item, now)
-        if self.first_text_ms is None and call.first_text_at is not None:
+        if report and self.first_text_ms is None and call.first_text_at is not None:
             self.first_text_ms = round((call.first_text_at - self.started) * 1000, 1)
             log_event(log, "attempt.first_text", first_text_ms=self.first_text_ms)
             tracing.event("first text", first_text_ms=self.first_text_ms)
         return decisions
+
+    # --- a plan of calls ------------------------------------------------------------------
+
+    async def _run_plan(
+        self, task: TaskInput, plan: Plan, passages, requests: dict[str, GenerationRequest]
+    ) -> Outcome:
+        """Run the notes calls no earlier attempt finished, level by level (the parts side
+        by side, then each round's calls), then the report's call from the notes."""
+        self.done = sum(1 for step in plan.notes_steps if step.key in self.notes)
+        levels: dict[str, list[Step]] = {}
+        for step in plan.notes_steps:
+            level = step.key.rsplit("-", 1)[0] if step.kind == planning.ROUND else step.kind
+            levels.setdefault(level, []).append(step)
+        for steps in levels.values():
+            waiting = [step for step in steps if step.key not in self.notes]
+            if not waiting:
+                continue
+            outcome = await self._run_side_by_side(task, plan, passages, requests, waiting)
+            if outcome is not None:
+                return outcome
+        request = plan_store.request_for(task, plan.final, plan, passages, self.notes)
+        await self._progress(planning.progress_label(plan, plan.final))
+        self.prompt_chars = prompt_chars(request)
+        return await self._generate(request)
+
+    async def _run_side_by_side(self, task, plan, passages, requests, steps) -> Outcome | None:
+        """Run these notes calls, up to the parallel cap at once; return how the first that
+        failed ended the attempt (the others under way finish and keep their notes), or
+        None when all of them wrote notes."""
+        wanted = min(settings.REPORTS_PLAN_PARALLEL_CALLS, len(steps)) - 1
+        lent = self.spare.borrow(wanted) if self.spare is not None else 0
+        try:
+            return await self._run_level(task, plan, passages, requests, steps, 1 + lent)
+        finally:
+            if self.spare is not None:
+                self.spare.give_back(lent)
+
+    async def _run_level(self, task, plan, passages, requests, steps, width: int):
+        parallel = asyncio.Semaphore(width)
+        failures: list[Outcome] = []
+
+        async def run(step: Step) -> None:
+            async with parallel:
+                if failures or self.stop_reason:
+                    return
+                request = requests.get(step.key) or plan_store.request_for(
+                    task, step, plan, passages, self.notes
+                )
+                try:
+                    failure = await self._notes_call(plan, step, request)
+                except LeaseLost:
+                    self.request_stop(attempt_core.LEASE_LOST)  # the others stop writing too
+                    raise
+                if failure is not None:
+                    failures.append(failure)
+
+        results = await asyncio.gather(*(run(step) for step in steps), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        if failures:
+            return failures[0]
+        if self.stop_reason:  # asked to stop between calls
+            return Outcome(Status.CANCELLED, "", wording.CANCELLED)
+        return None
+
+    async def _notes_call(self, plan: Plan, step: Step, request: GenerationRequest):
+        """Make one notes call and save its end; return its outcome when it failed."""
+        await self._progress(planning.progress_label(plan, step))
+        await threads.on_worker_thread(plan_store.mark_started)(self.task_id, step.key)
+        started = self.clock.monotonic()
+        call, outcome = await self._call(request, report=False)
+        succeeded = outcome.status == Status.FINALIZING
+        usage = call_usage(
+            call.usage,
+            answered=call.answered,
+            unknown=outcome.status == Status.RECONCILIATION_REQUIRED,
+            prompt_chars=prompt_chars(request),
+            text=call.text,
+        )
+        self.notes_usage.append(usage)
+        end = CallEnd(
+            key=step.key,
+            succeeded=succeeded,
+            notes=call.text.strip(),
+            error_type=outcome.error_type,
+            usage=usage,
+            cost_micros=await threads.on_worker_thread(budgets.call_cost_of)(
+                self.task_id, usage, answered=call.answered
+            ),
+            duration_ms=round((self.clock.monotonic() - started) * 1000, 1),
+            first_text_ms=(
+                round((call.first_text_at - started) * 1000, 1)
+                if call.first_text_at is not None
+                else None
+            ),
+        )
+        saved = await threads.on_worker_thread(plan_store.save_call_end)(
+            self.task_id, self.claim.epoch, self.claim.number, end
+        )
+        if not saved:
+            raise LeaseLost(self.task_id)
+        if not succeeded:
+            return outcome
+        self.notes[step.key] = end.notes
+        self.done += 1
+        await self._progress(planning.progress_label(plan, step))
+        return None
+
+    async def _progress(self, label: str) -> None:
+        """Persist and fan out how far the plan has come."""
+        written = await chunk_writes.append_event(
+            self.task_id, self.claim.epoch, events.progress(self.done, self.plan.total, label)
+        )
+        if written is None:
+            raise LeaseLost(self.task_id)
+        event, cancel_requested = written
+        self._announce(event)
+        if cancel_requested:
+            self.request_stop(attempt_core.CANCEL)
 
     async def _write(self, chunk: str) -> None:
         """Persist a chunk as one delta event (renewing the lease), then fan it out."""
@@ -272,11 +483,9 @@ class AttemptRun:
         report = self.text
         # Both take most of a second for a report at the size cap: off the event loop.
         with self._timed(Stage.VALIDATE):
-            passages = await threads.on_worker_thread(_cited_passages)(self.task_id)
-            if passages:
-                report, self.removed_citations = await threads.in_blocking_pool(settle_citations)(
-                    report, passages
-                )
+            report, self.removed_citations = await threads.in_blocking_pool(settle_citations)(
+                report, self.passages
+            )
             problems = await threads.in_blocking_pool(validate_report)(
                 report, max_kb=settings.REPORTS_MAX_REPORT_KB
             )
@@ -363,20 +572,16 @@ class AttemptRun:
             stage_ms=dict(self.stage_ms),
             first_text_ms=self.first_text_ms,
             request_id=call.request_id if call is not None else "",
-            provider_called=call is not None,
+            provider_called=call is not None or bool(self.notes_usage),
             answered=call is not None and call.answered,
             prompt_chars=self.prompt_chars,
             removed_citations=self.removed_citations,
             duration_ms=round((self.clock.monotonic() - self.started) * 1000, 1),
+            notes_usage=tuple(self.notes_usage),
         )
 
     def _timed(self, stage: str):
         return _StageTimer(self, stage)
-
-
-def _cited_passages(task_id) -> list[SourcePassage]:
-    """Return the task's passages, without their text: what settling citations needs."""
-    return list(SourcePassage.objects.filter(task_id=task_id).defer("text").order_by("number"))
 
 
 class _StageTimer:

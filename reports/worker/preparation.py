@@ -1,4 +1,4 @@
-"""The parse and prepare stages: a task's documents as text, and the provider request.
+"""The parse stage: a task's documents as text, and their passages.
 
 The parse is three steps on two threads (reports/threads.py): a short read of what the task
 holds, the slow parse of each new document away from the database, and a short write of
@@ -12,17 +12,14 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 
 from reports import storage, threads
-from reports.models import Attempt, AttemptStatus, Document, PreparedText, SourcePassage, Task
+from reports.models import Document, PreparedText, SourcePassage, Task
 from reports.parsers import PARSER_VERSION, parser_for
 from reports.parsers.base import ParseError
 from reports.parsers.passages import Passage, cut
-from reports.providers.base import GenerationRequest, SourceDocument
-from reports.providers.prompts import PROMPT_VERSION, fit_to_context
-from reports.worker.leases import Claim
+from reports.providers.base import SourceDocument
 
 
 @dataclass(frozen=True)
@@ -158,29 +155,3 @@ def store_passages(task_id, passages: list[Passage]) -> list[Passage]:
     except IntegrityError:
         return stored_passages(task_id)
     return passages
-
-
-def build_request(claim: Claim, documents: list[SourceDocument]) -> GenerationRequest:
-    """Return the provider request, its documents cut to the model's context budget.
-
-    The attempt records the prompt version it is written with before the provider is
-    called, so even an attempt whose outcome is unknown says which prompt it sent.
-    """
-    task = Task.objects.only("instructions", "scenario").get(pk=claim.task_id)
-    fitted = fit_to_context(
-        documents,
-        task.instructions,
-        context_tokens=settings.REPORTS_CONTEXT_TOKENS,
-        max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
-    )
-    Attempt.objects.filter(pk=claim.attempt_id, status=AttemptStatus.RUNNING).update(
-        prompt_version=PROMPT_VERSION
-    )
-    return GenerationRequest(
-        task_id=str(claim.task_id),
-        attempt_number=claim.number,
-        documents=fitted,
-        instructions=task.instructions,
-        scenario=task.scenario,
-        max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
-    )

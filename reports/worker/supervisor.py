@@ -30,6 +30,7 @@ from reports.worker import identity, leases
 from reports.worker.attempt_core import CANCEL, LEASE_LOST
 from reports.worker.leases import Claim
 from reports.worker.pipeline import AttemptRun, RunResult
+from reports.worker.slots import SpareSlots
 
 log = logging.getLogger(__name__)
 task_log = logging.getLogger("reports.tasks")  # the lines of a task's life share one name
@@ -52,6 +53,7 @@ class Supervisor:
         self.poll_s = poll_s if poll_s is not None else settings.REPORTS_POLL_S
         self.worker_id = identity.new_worker_id()
         self.running: dict[str, asyncio.Task] = {}
+        self.spare = SpareSlots(lambda: self.slots - len(self.running))
         self._wake = asyncio.Event()
         self._stopping = False
         self.listening = asyncio.Event()  # set while it hears new tasks at once (LISTEN)
@@ -62,13 +64,13 @@ class Supervisor:
 
     async def claim_and_start(self) -> bool:
         """Claim one task and start running it; return whether work was found."""
-        if len(self.running) >= self.slots or self._stopping:
+        if len(self.running) + self.spare.lent >= self.slots or self._stopping:
             return False
         claim = await on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes)
         if claim is None:
             return False
         await broadcast.publish(claim.events)
-        run = AttemptRun(claim, self.provider, self.clock)
+        run = AttemptRun(claim, self.provider, self.clock, self.spare)
         key = str(claim.attempt_id)
         self.running[key] = asyncio.create_task(self._run(run), name=f"attempt-{key}")
         return True

@@ -66,6 +66,23 @@ def citing(body: dict) -> tuple[str, ...]:
     return tuple(f"- What {i} says, in short. [{i}]\n" for i in ids)
 
 
+def answer(body: dict) -> Reply:
+    """Answer as a model would: notes citing every passage of a part, combined notes
+    that keep their citations, a report from notes citing what they cite, or else the
+    standard report."""
+    system, user = (m.get("content", "") for m in body.get("messages", [{}, {}])[:2])
+    if system.startswith("You are Reportline's reader"):
+        ids = re.findall(r"^\[(S\d+)\] \(", user, re.MULTILINE)
+        return Reply(text=tuple(f"- Passage {sid} says something. [{sid}]\n" for sid in ids))
+    if system.startswith("You are Reportline's editor"):
+        return Reply(text=tuple(re.findall(r"^- .*\n", user, re.MULTILINE)))
+    cited = sorted(set(re.findall(r"\[(S\d+)\]", user)), key=lambda sid: int(sid[1:]))
+    if "<notes-" in user:
+        sources = "".join(f"- {sid} is cited. [{sid}]\n" for sid in cited)
+        return Reply(text=(*REPORT_PIECES, "\n## Sources read\n\n", sources))
+    return Reply()
+
+
 def error(status: int, message: str, *, code: str | None = None, **headers) -> Reply:
     """Return a non-200 reply with an OpenAI-style error body."""
     body = {"message": message, "type": code or "error", "param": None, "code": code}
@@ -91,10 +108,12 @@ class OpenAIServer:
         self.requests: list[Received] = []
         self.streaming = threading.Event()  # a 200 stream has sent its text
         self.client_closed = threading.Event()  # a client closed a connection we held open
+        self.hanging = threading.Event()  # a `hang` reply has sent what it sends
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._server: asyncio.Server | None = None
         self._count = 0
+        self.faults: dict[int, Reply] = {}  # the n-th request (from 1) gets this reply
 
     def start(self) -> OpenAIServer:
         self._thread.start()
@@ -143,7 +162,9 @@ class OpenAIServer:
                 return
             self._count += 1
             self.requests.append(Received(method, path, headers, json.loads(raw or b"{}")))
-            reply = self.replies.popleft() if self.replies else Reply()
+            reply = self.faults.pop(self._count, None) or (
+                self.replies.popleft() if self.replies else answer(self.requests[-1].body)
+            )
             if reply.cite:
                 reply = replace(reply, text=citing(self.requests[-1].body))
             if reply.end == "silent":
@@ -239,6 +260,7 @@ class OpenAIServer:
             writer.write(b"0\r\n\r\n")
             await writer.drain()
         elif reply.end == "hang":
+            self.hanging.set()
             await self._wait_for_close(reader)
         # "drop": return without the last chunk; closing the connection cuts the body.
 

@@ -45,11 +45,3 @@ def test_unknown_citations_are_removed_counted_and_the_report_ends_with_its_sour
     attempt = Attempt.objects.get(task=task)
     assert attempt.removed_citations == 2
     assert attempt.text == CITING  # the attempt keeps what the model wrote
-
-
-def test_a_task_without_passages_keeps_its_report_as_written(make_task, scripted_worker):
-    task = make_task()
-    run_all(scripted_worker(citing_report))
-    task.refresh_from_db()
-    assert saved_report(task) == CITING
-    assert Attempt.objects.get(task=task).removed_citations == 0

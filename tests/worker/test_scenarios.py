@@ -31,7 +31,11 @@ def test_scenario_succeeds_with_a_saved_valid_report(alice_client, worker, scena
     report = b"".join(download.streaming_content).decode()
     assert report.startswith("# ")
     assert "## Summary" in report
-    assert len(report) == found["text_length"]
+    # The report as it streamed, its citations checked and its sources listed after it.
+    streamed = Attempt.objects.get(task=task).text
+    assert len(streamed) == found["text_length"]
+    assert report.startswith(streamed.rstrip())
+    assert report.endswith("\n") and "\n## Sources\n\n- S1 — " in report
     assert found["result"]["bytes"] == len(report.encode())
     assert found["error"] is None and found["partial"] is False
     timings = found["timings"]

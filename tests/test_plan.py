@@ -1,0 +1,83 @@
+"""The plan of calls, pure: every passage in exactly one part, in order, every call within
+its window, and a plan over the calls allowed refused with what fits."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reports.parsers.passages import Passage
+from reports.providers.base import GenerationRequest
+from reports.providers.prompts import build_messages
+from reports.worker import plan as planning
+from reports.worker.plan_store import TaskInput, request_for
+
+TASK = TaskInput("t", 1, "Focus on the encoding rules.", "ok")
+
+
+def passage(number: int, chars: int, section: str | None = None, page=None) -> Passage:
+    return Passage(number, "manual.pdf", section, page, ("word " * chars)[:chars])
+
+
+def prompt_chars(request: GenerationRequest) -> int:
+    return sum(len(m["content"]) for m in build_messages(request))
+
+
+passage_lists = st.lists(
+    st.tuples(st.integers(1, 1500), st.sampled_from([None, "Encoding", "Decoding"])),
+    min_size=1,
+    max_size=120,
+).map(lambda specs: [passage(n, c, s, n // 3 + 1) for n, (c, s) in enumerate(specs, start=1)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    passages=passage_lists,
+    context=st.integers(3_000, 40_000),
+    output=st.integers(500, 2_000),
+    chars_per_token=st.sampled_from([1.0, 2.5, 3.0]),
+)
+def test_every_passage_is_in_one_part_in_order_and_every_call_fits(
+    passages, context, output, chars_per_token
+):
+    counting = planning.Counting(context, output, chars_per_token, max_calls=10_000)
+    try:
+        plan = planning.make(passages, TASK.instructions, counting)
+    except planning.TooLong:
+        return  # a window too small for one passage and its notes
+    if plan.single:
+        request = request_for(TASK, plan.final, plan, passages, {})
+        assert prompt_chars(request) <= counting.input_chars(output)
+        return
+    parts = [step for step in plan.steps if step.kind == planning.PART]
+    covered = [n for part in parts for n in range(part.first, part.last + 1)]
+    assert covered == [p.number for p in passages]
+    for part in parts:
+        request = request_for(TASK, part, plan, passages, {})
+        assert prompt_chars(request) <= counting.input_chars(plan.notes_tokens)
+    # The notes at their longest fit every call that reads them.
+    longest = "x" * int(plan.notes_tokens * chars_per_token)
+    notes = {step.key: longest for step in plan.steps}
+    for step in plan.steps:
+        if step.kind != planning.PART:
+            request = request_for(TASK, step, plan, passages, notes)
+            assert prompt_chars(request) <= counting.input_chars(request.max_output_tokens)
+    read = [key for step in plan.steps for key in step.reads]
+    assert sorted(read) == sorted(step.key for step in plan.notes_steps)  # each read once
+    assert planning.Plan.from_json(plan.as_json()) == plan
+
+
+def test_a_part_is_labelled_by_its_sections_else_its_pages():
+    passages = [passage(1, 10, "Chapter 4, Encoding"), passage(2, 10, "Chapter 4, Encoding")]
+    assert planning.part_label(passages) == "Chapter 4, Encoding"
+    assert planning.part_label([passage(1, 10, None, 3), passage(2, 10, None, 5)]) == "pages 3 to 5"
+
+
+def test_too_many_calls_are_refused_saying_how_much_fits():
+    passages = [passage(n, 1400, None, n) for n in range(1, 200)]
+    counting = planning.Counting(4_096, 1_024, 3.0, max_calls=8)
+    with pytest.raises(planning.TooLong) as refused:
+        planning.make(passages, "", counting)
+    message = str(refused.value)
+    assert "at most 8" in message and "characters" in message and "pages" in message

@@ -1,0 +1,285 @@
+"""A plan of calls, black box: a document several times the model's window is read whole,
+in parts whose notes are durable steps, with its progress and its money."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import re
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.template.loader import render_to_string
+
+from reports import events, presentation
+from reports.clock import Clock
+from reports.models import Attempt, PlanCall, Task, TaskEvent
+from reports.streaming.follower import events_after
+from reports.worker.leases import reap_expired_leases
+from reports.worker.supervisor import Supervisor
+from tests.helpers import make_submission, run_all
+from tests.providers.openai_server import OpenAIServer, Reply, error, point_at
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SECTION = (
+    "## Chapter {n}, Encoding {n}\n\n"
+    + "The encoder of chapter {n} writes tag, length and value in that order. " * 12
+    + "\n\n"
+    + "Each value of chapter {n} is checked against its type before it is written. " * 12
+)
+DOCUMENT = "# The manual\n\n" + "\n\n".join(SECTION.format(n=n) for n in range(1, 40))
+
+
+@pytest.fixture
+def server(settings):
+    server = OpenAIServer().start()
+    point_at(settings, server.base_url, read_timeout_s=30)
+    settings.REPORTS_CONTEXT_TOKENS = 4_096
+    settings.REPORTS_MAX_OUTPUT_TOKENS = 1_024
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 2
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def worker(server) -> Supervisor:
+    return Supervisor(slots=4, clock=Clock())
+
+
+def notes_requests(server) -> list[str]:
+    return [
+        r.body["messages"][1]["content"]
+        for r in server.requests
+        if r.body["messages"][0]["content"].startswith("You are Reportline's reader")
+    ]
+
+
+def sent_ids(server) -> list[str]:
+    """The passage ids the parts' requests sent, in the order of the parts (they run side
+    by side, so they may arrive in any order)."""
+    parts = [re.findall(r"^\[(S\d+)\] \(", user, re.M) for user in notes_requests(server)]
+    return [sid for ids in sorted(parts, key=lambda ids: int(ids[0][1:])) for sid in ids]
+
+
+def test_a_document_several_times_the_window_is_read_whole(alice, server, worker):
+    assert len(DOCUMENT) > 5 * (4_096 - 1_024) * 3
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    passages = task.plan["steps"]
+    parts = [step for step in passages if step[1] == "part"]
+    assert len(parts) >= 5 and task.plan["calls"] == len(server.requests)
+    # Every passage reached the model exactly once, in order, across the parts.
+    last = max(step[4] for step in parts)
+    assert sent_ids(server) == [f"S{n}" for n in range(1, last + 1)]
+    # The report was written from the notes, which cite the passages.
+    final = server.requests[-1].body["messages"]
+    assert final[0]["content"].startswith("You are Reportline's report writer")
+    assert "[S1]" in final[1]["content"] and f"[S{last}]" in final[1]["content"]
+    assert set(PlanCall.objects.filter(task=task).values_list("status", flat=True)) == {"succeeded"}
+    # Money: the task's cost is the sum of every call's (parts, rounds, final call).
+    calls = PlanCall.objects.filter(task=task)
+    attempt = Attempt.objects.get(task=task)
+    usage = sum(c.input_tokens for c in calls) + 120  # the final call's prompt tokens
+    assert attempt.input_tokens == usage
+    assert task.cost_micros == attempt.cost_micros > sum(c.cost_micros for c in calls) > 0
+
+
+def test_progress_is_persisted_in_order_and_never_goes_back(alice, server, worker):
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    # A client arriving after the end is replayed every progress event, in order.
+    replayed, ended = events_after(task.pk, 0)
+    assert ended
+    state, progress = None, []
+    for event in replayed:
+        state = events.fold([event], state)
+        if event.type == events.PROGRESS:
+            progress.append((state.progress.done, state.progress.total, state.progress.label))
+    total = task.plan["calls"]
+    assert {p[1] for p in progress} == {total}
+    dones = [p[0] for p in progress]
+    assert dones == sorted(dones) and dones[-1] == total - 1
+    assert progress[0][2].startswith(f"Reading part 1 of {task.plan['parts']}: ")
+    assert "Chapter 1, Encoding 1" in progress[0][2]
+    assert progress[-1][2] == "Writing the report from the notes"
+    assert len(progress) == 2 * (total - 1) + 1  # each notes call's start and end, the final's
+
+
+def test_a_retry_mid_plan_sends_no_finished_part_again(alice, server, worker, settings):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[3] = error(503, "busy", **{"retry-after": "1"})
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    assert Task.objects.get(pk=task.pk).status == "queued"
+    done = list(
+        PlanCall.objects.filter(task=task, status="succeeded").values_list("key", flat=True)
+    )
+    assert done == ["part-1", "part-2"]
+    before = len(server.requests)
+    Task.objects.filter(pk=task.pk).update(not_before=None)  # the wait is over
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    again = server.requests[before:]
+    assert len(again) == task.plan["calls"] - 2  # neither finished part was sent again
+    ids = sent_ids(server)
+    assert len(ids) == len(set(ids)) + len(re.findall(r"^\[S", notes_requests(server)[2], re.M))
+    first, second = Attempt.objects.filter(task=task).order_by("number")
+    assert first.status == "retry_scheduled" and first.cost_micros > 0  # two parts ran
+    assert task.cost_micros == first.cost_micros + second.cost_micros
+
+
+def test_a_document_over_the_calls_allowed_is_refused_before_any_call(
+    alice, server, worker, settings
+):
+    settings.REPORTS_MAX_PARTS = 3
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert (task.status, task.error_type) == ("failed", "invalid_input")
+    assert "at most 3" in task.user_message and "characters" in task.user_message
+    assert server.requests == []
+    assert task.cost_status == "released"
+
+
+def test_a_part_without_notes_fails_empty_output_and_keeps_the_other_notes(
+    alice, server, worker, settings
+):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[2] = Reply(text=())
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert (task.status, task.error_type) == ("failed", "empty_output")
+    calls = dict(PlanCall.objects.filter(task=task).values_list("key", "status"))
+    assert calls["part-1"] == "succeeded" and calls["part-2"] == "failed"
+    assert "[S1]" in PlanCall.objects.get(task=task, key="part-1").notes
+    assert len(server.requests) == 2
+    text = Attempt.objects.get(task=task).text
+    assert text.startswith("Notes on the parts read so far") and "[S1]" in text
+
+
+def test_a_document_that_fits_is_one_call_showing_passage_ids(alice, server, worker, settings):
+    settings.REPORTS_CONTEXT_TOKENS = 128_000
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded" and task.plan["calls"] == 1
+    (request,) = server.requests
+    assert "[S1] (" in request.body["messages"][1]["content"]
+    assert not TaskEvent.objects.filter(task=task, type=events.PROGRESS).exists()
+
+
+@pytest.mark.parametrize(("slots", "width"), [(1, 1), (3, 3), (8, 4)])
+def test_a_plan_runs_its_parts_side_by_side_only_in_idle_slots(
+    alice, server, settings, monkeypatch, slots, width
+):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 4
+    worker = Supervisor(slots=slots, clock=Clock())
+    widths = []
+    lend = worker.spare.borrow
+
+    def borrow(wanted: int) -> int:
+        lent = lend(wanted)
+        widths.append(1 + lent)
+        assert len(worker.running) + worker.spare.lent <= slots
+        return lent
+
+    monkeypatch.setattr(worker.spare, "borrow", borrow)
+    task = make_submission(alice, DOCUMENT)
+    run_all(worker)
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
+    assert widths[0] == width and worker.spare.lent == 0
+
+
+def test_the_status_line_shows_which_part_is_being_read(alice):
+    task = make_submission(alice, DOCUMENT)
+    state = events.TaskState(
+        status="running", progress=events.Progress(2, 12, "Reading part 3 of 11: Chapter 4")
+    )
+    status = presentation.status_context(task, state)
+    html = render_to_string("reports/task.html#status", {"status": status})
+    assert '<span data-progress data-done="2" data-total="12">' in html
+    assert "Reading part 3 of 11: Chapter 4 (2 of 12 calls done)</span>" in html
+
+
+async def test_a_cancel_mid_plan_keeps_the_notes_so_far(alice, alice_client, server, settings):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[3] = Reply(text=("- half a note",), finish_reason=None, usage=None, end="hang")
+    task = await sync_to_async(make_submission)(alice, DOCUMENT)
+    worker = Supervisor(slots=2, clock=Clock())
+    assert await worker.claim_and_start()
+    assert await asyncio.to_thread(server.hanging.wait, 10)  # parts 1 and 2 wrote notes
+    cancel = await sync_to_async(alice_client.post)(f"/api/tasks/{task.pk}/cancel")
+    assert cancel.status_code == 202
+    await worker.wait_for_attempts()
+    task = await Task.objects.aget(pk=task.pk)
+    assert task.status == "cancelled"
+    attempt = await Attempt.objects.aget(task=task)
+    assert attempt.text.startswith("Notes on the parts read so far")
+    assert "[S1]" in attempt.text and "half a note" not in attempt.text
+    kept = [
+        key
+        async for key in PlanCall.objects.filter(task=task, status="succeeded").values_list(
+            "key", flat=True
+        )
+    ]
+    assert kept == ["part-1", "part-2"]
+    assert server.client_closed.wait(5)  # the hanging call was closed
+
+
+async def test_a_lost_worker_mid_plan_leaves_its_finished_parts_to_the_next(
+    alice, server, settings
+):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[3] = Reply(text=("- half a note",), finish_reason=None, usage=None, end="hang")
+    task = await sync_to_async(make_submission)(alice, DOCUMENT)
+    lost = Supervisor(slots=1, clock=Clock())
+    assert await lost.claim_and_start()
+    assert await asyncio.to_thread(server.hanging.wait, 10)  # parts 1 and 2 wrote notes
+    for running in list(lost.running.values()):  # the worker dies: nothing more is written
+        running.cancel()
+    await asyncio.gather(*lost.running.values(), return_exceptions=True)
+    expired = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    await Task.objects.filter(pk=task.pk).aupdate(lease_expires_at=expired)
+    await sync_to_async(reap_expired_leases)()
+    assert (await Task.objects.aget(pk=task.pk)).status == "queued"  # to run again
+    sent = len(server.requests)
+    await sync_to_async(run_all)(Supervisor(slots=2, clock=Clock()))
+    task = await Task.objects.aget(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    # The next attempt called the provider only for the parts without notes, and the final.
+    assert len(server.requests) - sent == task.plan["calls"] - 2
+    second = notes_requests(server)[3]
+    assert re.search(r"^\[S1\] \(", second, re.M) is None
+
+
+def test_the_reservation_covers_the_whole_plan_before_the_first_call(alice, server, settings):
+    settings.REPORTS_DEFAULT_BUDGET_MICROS = 20_000  # enough for one call, not for the plan
+    task = make_submission(alice, DOCUMENT)
+    run_all(Supervisor(slots=2, clock=Clock()))
+    task = Task.objects.get(pk=task.pk)
+    assert (task.status, task.error_type) == ("failed", "budget_exhausted")
+    assert server.requests == [] and task.cost_status == "released"
+
+
+def test_notes_that_do_not_fit_one_call_are_combined_in_rounds(alice, server):
+    document = "# The long manual\n\n" + "\n\n".join(SECTION.format(n=n) for n in range(1, 121))
+    task = make_submission(alice, document)
+    run_all(Supervisor(slots=4, clock=Clock()))
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    assert task.plan["rounds"] >= 2 and task.plan["calls"] == len(server.requests)
+    editors = [
+        r
+        for r in server.requests
+        if r.body["messages"][0]["content"].startswith("You are Reportline's editor")
+    ]
+    assert len(editors) == task.plan["rounds"]
+    final = server.requests[-1].body["messages"][1]["content"]
+    last = max(step[4] for step in task.plan["steps"] if step[1] == "part")
+    assert "[S1]" in final and f"[S{last}]" in final  # the citations survived the rounds
