@@ -4,7 +4,6 @@ full source page shows the passage with its neighbours."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -28,32 +27,9 @@ DOCUMENT = "# Tidal power in small harbours\n\n" + "\n\n".join(
     for i, name in enumerate(CHAPTERS)
 )
 
-# What the finalize stage does once a task has passages: the simulated model cites them,
-# the citations are settled and the report rendered. Run in the live server's database.
-CITE = """
-import json
-import re
-from reports.models import SourcePassage, Task
-from reports.parsers import passages
-from reports.providers.base import SourceDocument
-from reports.providers.report_writer import write_report
-from reports.rendering import render_markdown
-from reports.validation import settle_citations
-
-task_id, text = json.loads({args!r})
-cut = passages.cut([SourceDocument("tides.md", text)], 240)
-SourcePassage.objects.bulk_create(
-    SourcePassage(task_id=task_id, number=p.number, document=p.document,
-                  section=p.section or "", page=p.page, text=p.text)
-    for p in cut
-)
-report, _ = settle_citations(write_report([], "", passages=cut), cut)
-Task.objects.filter(pk=task_id).update(report_html=render_markdown(report))
-"""
-
 
 @pytest.fixture
-def cited_report(fast_server, tmp_path):
+def cited_report(tmp_path):
     """Return open(page): a succeeded task whose report cites its passages, opened."""
 
     def open_report(page: Page) -> str:
@@ -63,8 +39,6 @@ def cited_report(fast_server, tmp_path):
         expect(page.locator("[data-task-status]")).to_have_attribute(
             "data-task-status", "succeeded", timeout=30_000
         )
-        fast_server.manage("shell", "-c", CITE.format(args=json.dumps([task_id, DOCUMENT])))
-        page.reload()
         expect(page.locator("[data-report-rendered] a[data-citation]").first).to_be_visible()
         return task_id
 

@@ -137,7 +137,8 @@ SAFE_TAGS = {
 }  # fmt: skip
 
 
-SAFE_ATTRIBUTES = {"href", "src", "alt", "title", "rel", "start", "class"}
+# data-citation: a citation link to the task's own source page (docs/api.md, "Citations").
+SAFE_ATTRIBUTES = {"href", "src", "alt", "title", "rel", "start", "class", "data-citation"}
 
 
 class _Elements(HTMLParser):
