@@ -3,9 +3,11 @@
 Run with `scripts/screenshots [output dir]` (default docs/screenshots). Starts the
 server on a throwaway SQLite database, logs in as the demo user alice, has reports
 written of a real document from the parser corpus (SQLite's "Appropriate Uses For
-SQLite", a two-column PDF), and writes upload.png, streaming.png, succeeded.png and
-failed.png at a desktop's width, and phone-streaming.png and phone-succeeded.png at a
-phone's. The PNGs are made smaller with pngquant and optipng when they are installed.
+SQLite", a two-column PDF), and writes upload.png, streaming.png, succeeded.png,
+citations.png (a citation's passage open over the report), source.png (the source page
+of a cited passage) and failed.png at a desktop's width, and phone-streaming.png and
+phone-succeeded.png at a phone's. The PNGs are made smaller with pngquant and optipng
+when they are installed.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from tests.browser.server import CHROMIUM, CHROMIUM_ARGS, ROOT, USERS, LiveServe
 DOCUMENT = ROOT / "tests" / "fixtures" / "corpus" / "sqlite-whentouse-two-column.pdf"
 INSTRUCTIONS = "Focus on when a client/server database is the better choice."
 VIEWPORT = {"width": 1200, "height": 820}
+CITATIONS_VIEWPORT = {"width": 1200, "height": 1300}
 PHONE = {"width": 390, "height": 844}
 TASK_URL = re.compile(r"/tasks/[0-9a-f-]{36}/$")
 
@@ -131,6 +134,23 @@ def take(out: Path) -> list[Path]:
         status_is(phone, "succeeded")
         phone.screenshot(path=out / "phone-succeeded.png")
 
+        # citations.png and source.png: the key points with their citations, one's
+        # passage open over the report, then that passage's own source page. The
+        # dialog sits in the middle of the screen, so a taller one keeps the cited
+        # sentences above it in sight.
+        page.set_viewport_size(CITATIONS_VIEWPORT)
+        points = page.locator("[data-report-rendered] ul:has(a[data-citation])").first
+        points.evaluate("(list) => window.scrollBy(0, list.getBoundingClientRect().top - 150)")
+        points.locator("a[data-citation]").nth(3).click()
+        dialog = page.locator("[data-citation-dialog]")
+        expect(dialog).to_be_visible()
+        expect(dialog.locator("[data-citation-place]")).not_to_be_empty()
+        page.screenshot(path=out / "citations.png")
+        dialog.locator("a[data-citation-page]").click()
+        expect(page.locator("[data-source-passage]")).not_to_be_empty()
+        page.set_viewport_size(VIEWPORT)
+        page.screenshot(path=out / "source.png", full_page=True)
+
         # streaming.png: text arriving, mid-report, on a desktop and on a phone.
         submit(page)
         text_longer_than(page, 700)
@@ -146,7 +166,16 @@ def take(out: Path) -> list[Path]:
         page.fill("textarea[name=instructions]", "Focus on the limits of each use.")
         expect(page.locator(f"a[href='{succeeded_url.split(server.url)[1]}']")).to_be_visible()
         page.screenshot(path=out / "upload.png", full_page=True)
-    names = ("upload", "streaming", "succeeded", "failed", "phone-streaming", "phone-succeeded")
+    names = (
+        "upload",
+        "streaming",
+        "succeeded",
+        "citations",
+        "source",
+        "failed",
+        "phone-streaming",
+        "phone-succeeded",
+    )
     shots = [out / f"{name}.png" for name in names]
     optimise(shots)
     return shots
