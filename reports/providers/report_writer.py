@@ -246,7 +246,11 @@ def _parse_passages(passages: Sequence) -> list[_Document]:
 def _parse_notes(notes: Sequence[str]) -> _Document:
     """Read the bullets of earlier notes as sentences, each kept as written."""
     doc = _Document(name="Notes")
-    for text in notes:
+    for part, text in enumerate(notes):
+        # Each call's notes count as a document of their own (their place in the ranking is
+        # counted within them), so that the key points take one from every part first and
+        # the report covers the whole document, not its beginning.
+        order = 0
         for line in _clean_text(text).splitlines():
             if not (match := _BULLET.match(line)):
                 continue
@@ -259,13 +263,14 @@ def _parse_notes(notes: Sequence[str]) -> _Document:
                     _Sentence(
                         plain,
                         words,
-                        0,
+                        part,
                         "",
-                        len(doc.sentences),
+                        order,
                         prose=_is_prose(plain, words),
                         markdown=markdown,
                     )
                 )
+                order += 1
     return doc
 
 
