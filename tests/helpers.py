@@ -25,7 +25,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from reports import storage, submissions
-from reports.models import Attempt, AttemptStatus, Document, SourcePassage, Status, Task, TaskEvent
+from reports.models import Attempt, AttemptStatus, Document, Status, Task, TaskEvent
 from reports.parsers import passages
 from reports.providers.base import (
     Completed,
@@ -37,6 +37,7 @@ from reports.providers.base import (
 )
 from reports.submissions import Submission, Upload
 from reports.threads import on_shared_db
+from reports.worker import preparation
 from reports.worker.supervisor import Supervisor
 
 SAMPLE = (
@@ -365,16 +366,6 @@ async def queries_on_shared_db():
 
 def store_passages(task: Task, text: str = SAMPLE, max_chars: int = 200) -> list:
     """Cut `text` into passages and store them as the task's, as the parse stage does."""
-    cut = passages.cut([SourceDocument("doc.md", text)], max_chars)
-    SourcePassage.objects.bulk_create(
-        SourcePassage(
-            task=task,
-            number=p.number,
-            document=p.document,
-            section=p.section or "",
-            page=p.page,
-            text=p.text,
-        )
-        for p in cut
+    return preparation.store_passages(
+        task.pk, passages.cut([SourceDocument("doc.md", text)], max_chars)
     )
-    return cut

@@ -451,24 +451,16 @@ class AttemptRun:
 
     async def _progress(self, label: str) -> None:
         """Persist and fan out how far the plan has come."""
-        written = await chunk_writes.append_event(
-            self.task_id, self.claim.epoch, events.progress(self.done, self.plan.total, label)
-        )
-        if written is None:
-            raise LeaseLost(self.task_id)
-        event, cancel_requested = written
-        self._announce(event)
-        if cancel_requested:
-            self.request_stop(attempt_core.CANCEL)
+        await self._append(events.progress(self.done, self.plan.total, label))
 
     async def _write(self, chunk: str) -> None:
         """Persist a chunk as one delta event (renewing the lease), then fan it out."""
-        written = await chunk_writes.append_event(
-            self.task_id,
-            self.claim.epoch,
-            events.delta(chunk),
-            first_text_at=Coalesce("first_text_at", Now()),
-        )
+        await self._append(events.delta(chunk), first_text_at=Coalesce("first_text_at", Now()))
+
+    async def _append(self, draft: events.Draft, **fields) -> None:
+        """Append an event fenced by the lease (renewing it), fan it out, and stop when the
+        same write found a cancel requested."""
+        written = await chunk_writes.append_event(self.task_id, self.claim.epoch, draft, **fields)
         if written is None:
             raise LeaseLost(self.task_id)
         event, cancel_requested = written
