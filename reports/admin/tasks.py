@@ -173,6 +173,10 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     lease_expires = timestamp("lease_expires_at", "lease expires")
     cancel_requested = timestamp("cancel_requested_at", "cancel requested")
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # A task holds a reservation and stored files that only its end releases: cancel it.
+        return False
+
     def get_queryset(self, request):
         # The rendered report can be large and no admin page shows it.
         first_document = Document.objects.filter(task=OuterRef("pk")).order_by("position")
