@@ -101,8 +101,12 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
-# request id, version
-MIDDLEWARE.insert(0, "reports.observability.middleware.RequestContextMiddleware")
+# request id, version; then no cache keeps an answer, and no NUL reaches a view
+MIDDLEWARE[0:0] = [
+    "reports.observability.middleware.RequestContextMiddleware",
+    "reports.serving.middleware.NoStoreMiddleware",
+    "reports.serving.middleware.RefuseNulMiddleware",
+]
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"

@@ -123,7 +123,7 @@ async def test_a_finished_task_streams_every_event_once_in_order_then_closes(
 
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/event-stream")
-    assert response["Cache-Control"] == "no-cache"
+    assert response["Cache-Control"] == "no-cache, no-store, private"
     assert response["X-Accel-Buffering"] == "no"
     events = await Stream(response).rest()
 
