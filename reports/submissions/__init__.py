@@ -273,10 +273,16 @@ def resubmission(
     if task.status not in TERMINAL:
         raise ApiError(409, "task_not_finished", f"The task has not ended yet: {task.status}.")
     check_scenario(task.scenario)  # the server may have turned scenarios off since
-    uploads = tuple(
-        Upload(d.name, d.extension, storage.read_upload(d.storage_name))
-        for d in task.documents.order_by("position")
-    )
+    try:
+        uploads = tuple(
+            Upload(d.name, d.extension, storage.read_upload(d.storage_name))
+            for d in task.documents.order_by("position")
+        )
+    except OSError:
+        log.exception("reading a stored upload failed")
+        raise ApiError(
+            503, "storage_unavailable", "The file store cannot be reached; try again shortly."
+        ) from None
     if instructions is None:
         instructions = task.instructions
     return Submission(uploads, instructions, task.scenario, idempotency_key)
