@@ -195,9 +195,7 @@ class Call:
     def _completed(self, done: Completed) -> Outcome:
         if done.finish_reason != "stop":
             return Outcome(
-                Status.FAILED,
-                ErrorType.STREAM_TRUNCATED,
-                f"The provider stopped early (finish reason: {done.finish_reason}).",
+                Status.FAILED, ErrorType.STREAM_TRUNCATED, wording.stopped_early(done.finish_reason)
             )
         if not self.text.strip():
             return Outcome(Status.FAILED, ErrorType.EMPTY_OUTPUT, "The provider returned no text.")
