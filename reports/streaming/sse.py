@@ -46,6 +46,9 @@ async def events(request: HttpRequest, task_id) -> HttpResponse:
         # Nothing will ever follow: 204 is what makes an EventSource stop reconnecting
         # (docs/api.md), where an empty 200 stream would have it reconnect forever.
         return HttpResponse(status=204)
+    # No event past the task's last one exists yet; a cursor beyond it would skip the
+    # task's end, and the stream would hold its slot for ever. Resume from the last one.
+    after = min(after, task.last_seq)
     slot = limits.take_slot(user)
     if slot is None:
         return ApiError(
