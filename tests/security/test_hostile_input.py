@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 
 import pytest
@@ -20,6 +21,8 @@ from django.test.client import encode_multipart
 from reports import api, upload_limits
 from reports.auth import ApiError, raise_if_upload_stopped
 from reports.models import Attempt, Document, Status, Task, TaskEvent
+from reports.parsers.base import ParseError
+from reports.parsers.docx import document_text
 from tests.helpers import (
     SAMPLE,
     assert_refused,
@@ -409,6 +412,47 @@ def test_a_declaration_in_an_xml_part_of_any_name_is_refused(alice_client, name,
 def test_an_xml_part_in_an_encoding_word_never_writes_is_refused(alice_client, content):
     response = submit(alice_client, upload("tricked.docx", with_part("word/main.dat", content)))
     assert_refused(response, 400, "invalid_request", "encoding")
+
+
+def declared_as_image(name: str, content: bytes) -> bytes:
+    """Return the sample .docx with `name` replaced by `content`, and the package declaring
+    that part (by an Override, and `.rels` parts by their extension's Default) an image."""
+    with zipfile.ZipFile(io.BytesIO(DOCX)) as archive:
+        types = archive.read("[Content_Types].xml").decode()
+    types = re.sub(r'(Extension="rels" ContentType=")[^"]*', r"\1image/png", types)
+    override = f'<Override PartName="/{name}" ContentType="image/png"/>'
+    types = types.replace("</Types>", override + "</Types>")
+    return samples.rezip(DOCX, replace={"[Content_Types].xml": types.encode(), name: content})
+
+
+RELS_WITH_ENTITIES = (
+    '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY t "http://schemas.openxmlformats.org/'
+    'officeDocument/2006/relationships/officeDocument">]>'
+    '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    '<Relationship Id="rId1" Type="&t;" Target="word/document.xml"/></Relationships>'
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("_rels/.rels", RELS_WITH_ENTITIES.encode()),
+        ("word/_rels/document.xml.rels", RELS_WITH_ENTITIES.encode("utf-16")),
+        ("word/document.xml", XXE.encode()),
+    ],
+    ids=["package-rels", "part-rels-utf-16", "main-document"],
+)
+def test_an_xml_part_declared_as_an_image_is_still_scanned(alice_client, name, content):
+    """python-docx reads relationships and `.xml` parts as XML by their path, whatever the
+    package declares: a declaration in one is refused at submit and in the parse stage."""
+    tricked = declared_as_image(name, content)
+    assert b"image/png" in zipfile.ZipFile(io.BytesIO(tricked)).read("[Content_Types].xml")
+    before = snapshot()
+    response = submit(alice_client, upload("tricked.docx", tricked))
+    assert_refused(response, 400, "invalid_request", "DOCTYPE")
+    assert snapshot() == before
+    with pytest.raises(ParseError, match="DOCTYPE or ENTITY"):
+        document_text(tricked)
 
 
 def test_a_part_declared_as_an_image_is_not_read_as_xml(alice_client):
