@@ -31,7 +31,6 @@ from django.forms.forms import NON_FIELD_ERRORS
 
 THROTTLED = "throttled"
 UNAVAILABLE = "throttle_unavailable"
-NUL_IN_NAME = "A username cannot contain a NUL character."
 log = logging.getLogger(__name__)
 
 
@@ -102,9 +101,6 @@ class ThrottledLoginMixin:
 
     def clean(self):
         username = self.data.get("username", "")
-        if "\x00" in username:
-            # The field refused it; no account can have it, and PostgreSQL cannot look it up.
-            raise ValidationError(NUL_IN_NAME, code="invalid_login")
         with _count_reachable():
             wait = wait_s(self.request, username)
         if wait:

@@ -1,8 +1,9 @@
-"""What every HTTP request and answer passes through, pages and API alike: a NUL in the
-address is refused before any view reads it, and no cache keeps an answer."""
+"""What every HTTP request and answer passes through, pages and API alike: a NUL in its
+text is refused before any view reads it, and no cache keeps an answer."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import BadRequest
 from django.utils.cache import patch_cache_control
 from django.utils.deprecation import MiddlewareMixin
@@ -13,19 +14,27 @@ NUL = "\x00"
 NUL_REFUSED = "The request holds a NUL character, which no name, filter or search may contain."
 
 
+def _texts(query) -> list[str]:
+    return [text for key, values in query.lists() for text in (key, *values)]
+
+
 def holds_nul(request) -> bool:
-    """Whether the path or the query string (a key or a value) holds a NUL character."""
-    if NUL in request.path:
-        return True
-    return any(NUL in key or any(NUL in v for v in values) for key, values in request.GET.lists())
+    """Whether text of the request that may reach the database holds a NUL character: the
+    path, the query string, the session cookie, and the form fields of a page's POST."""
+    texts = [request.path, request.COOKIES.get(settings.SESSION_COOKIE_NAME, "")]
+    texts += _texts(request.GET)
+    if request.method == "POST" and not request.path.startswith("/api/"):
+        texts += _texts(request.POST)
+    return any(NUL in text for text in texts)
 
 
 class RefuseNulMiddleware(MiddlewareMixin):
-    """Refuse a NUL in the path or the query string: 400, as JSON for the API.
+    """Refuse a NUL in request text before any view reads it: 400, as JSON for the API.
 
-    PostgreSQL refuses a NUL in any text, so a filter or search holding one would fail in
-    the database as a 500. Form bodies are checked by the forms (Django refuses a NUL in
-    any text field); the bodies of uploads are read by the API under its own limits.
+    PostgreSQL refuses a NUL in any text, so a login name, a filter, a search, a selected
+    id or a session key holding one would fail in the database as a 5xx. The API reads
+    its own bodies, under its upload limits (`reports.upload_limits`), and keeps no NUL
+    from them; every page's form body is checked here.
     """
 
     def process_request(self, request):
