@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from reports import budgets
+from reports.admin.actions import CheckedSelectionMixin
 from reports.models import Budget, CostStatus, Status, Task
 from reports.reconciliation import resolve_reconciliation
 
@@ -57,7 +58,7 @@ class BudgetForm(forms.ModelForm):
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
+class BudgetAdmin(CheckedSelectionMixin, admin.ModelAdmin):
     """Admins set limits; spent and reserved move only with tasks (or a new period)."""
 
     form = BudgetForm

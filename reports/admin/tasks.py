@@ -15,6 +15,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from reports import budgets, lifecycle, storage
+from reports.admin.actions import CheckedSelectionMixin
 from reports.admin.budgets import settle_page
 from reports.admin.inlines import (
     EVENTS_SHOWN,
@@ -72,7 +73,7 @@ class UuidSearchMixin:
         return queryset.filter(**{self.uuid_search_field: value}), False
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(CheckedSelectionMixin, admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 

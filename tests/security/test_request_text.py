@@ -41,6 +41,22 @@ def test_a_nul_in_the_session_cookie_is_a_400_for_anyone(logged):
     assert '"levelname": "ERROR"' not in logged.getvalue()
 
 
+@pytest.mark.parametrize("selected", ["abc", "1.5", "00000000-0000-0000-0000-00000000000g"])
+def test_a_selected_id_that_is_no_id_is_a_400_in_every_admin_action(
+    quiet_client, admin_user, alice, selected
+):
+    quiet_client.force_login(admin_user)
+    for changelist, action in [
+        ("/admin/reports/budget/", "start_new_period"),
+        ("/admin/reports/task/", "cancel_tasks"),
+        ("/admin/reports/apitoken/", "delete_selected"),
+    ]:
+        response = quiet_client.post(
+            changelist, {"action": action, "_selected_action": [selected], "index": 0}
+        )
+        assert response.status_code == 400, (changelist, response.status_code)
+
+
 def test_a_nul_in_a_selected_id_of_an_admin_action_is_a_400(quiet_client, admin_user, alice):
     quiet_client.force_login(admin_user)
     for changelist, action in [
