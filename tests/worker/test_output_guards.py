@@ -124,14 +124,15 @@ def test_a_looping_stream_is_stopped_degenerate_keeping_its_text_and_not_retried
 
 
 @pytest.mark.django_db
-def test_with_loops_let_through_the_same_stream_runs_on(
+def test_loops_are_let_through_only_when_stopping_them_is_off(
     openai_server, openai_worker, make_task, alice_client, settings
 ):
-    settings.REPORTS_STOP_LOOPS = False
-    openai_server.queue(Reply(text=(*HEAD, *LOOP[:200]), end="done"))
-    task = make_task()
-
-    run_all(openai_worker)
-
-    found, _attempt = ended(task, alice_client)
-    assert found["error"]["type"] == "validation_failed"  # it ran to its end
+    looping = Reply(text=(*HEAD, *LOOP[:200]), end="done")
+    ends = {}
+    for stop_loops in (True, False):
+        settings.REPORTS_STOP_LOOPS = stop_loops
+        openai_server.queue(looping)
+        task = make_task()
+        run_all(openai_worker)
+        ends[stop_loops] = ended(task, alice_client)[0]["error"]["type"]
+    assert ends == {True: "degenerate_output", False: "validation_failed"}  # off: it ran on
