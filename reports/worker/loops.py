@@ -55,14 +55,14 @@ class LoopCheck:
         self._carry = ""
         for match in _TOKEN.finditer(buffer):
             token = match[0]
-            if match.end() == len(buffer):  # it may go on in the next piece
-                while len(token) > MAX_TOKEN_CHARS:
-                    self._take(token[:MAX_TOKEN_CHARS])
-                    token = token[MAX_TOKEN_CHARS:]
-                self._carry = token
-                break
-            for start in range(0, len(token), MAX_TOKEN_CHARS):
+            last = match.end() == len(buffer)  # it may go on in the next piece: carry its tail
+            whole = (len(token) - 1) // MAX_TOKEN_CHARS * MAX_TOKEN_CHARS if last else len(token)
+            for start in range(0, whole, MAX_TOKEN_CHARS):
                 self._take(token[start : start + MAX_TOKEN_CHARS])
+            if self.looping:
+                break
+            if last:
+                self._carry = token[whole:]
         return self.looping
 
     def _take(self, token: str) -> None:

@@ -73,6 +73,17 @@ def test_the_check_says_the_same_however_the_stream_is_cut():
     assert in_sevens is not None and abs(in_sevens - by_char) < 7
 
 
+def test_a_long_word_is_cut_into_the_same_tokens_however_it_arrives():
+    text = "start " + "x" * 1_000 + " end "
+    counts = set()
+    for size in (len(text), 1, 7, 33):
+        check = LoopCheck()
+        for i in range(0, len(text), size):
+            check.feed(text[i : i + size])
+        counts.add(check.tokens)
+    assert counts == {1 + 32 + 1}  # 1,000 characters: 31 tokens of 32, and one of 8
+
+
 def test_a_report_quoting_a_passage_twice_is_not_a_loop():
     passage = " ".join(f"term{i}" for i in range(400)) + ".\n\n"
     assert fired_after(INTRO + passage + "## Details\n\n" + passage) is None
