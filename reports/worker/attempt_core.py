@@ -43,9 +43,9 @@ LEASE_LOST = "lease_lost"  # another worker may hold the task now
 # The core also guards the output: its cap, and a stream that loops (reports.worker.loops).
 # A call's output is cut once its text is longer than the output cap could hold: while it
 # streams, a provider counts nothing, so the cap is counted in characters, at twice the three
-# characters a token that usage is estimated at (CHARS_PER_TOKEN). No tokenizer averages
-# more over a report, so a provider that keeps to `max_tokens` always stops first; one that
-# ignores it is cut here. A charge is never for more than the cap (attempt_end.call_usage).
+# characters a token that usage is estimated at (CHARS_PER_TOKEN). Prose runs three to five
+# (SmolLM2's reports: 3.9 to 4.8), so a provider that keeps to `max_tokens` stops first; one
+# that ignores it is cut here. A charge is never for more than the cap (attempt_end.call_usage).
 CAP_CHARS_PER_TOKEN = 2 * CHARS_PER_TOKEN
 
 # PostgreSQL refuses NUL in text and JSON, and no database stores a lone surrogate (a broken
