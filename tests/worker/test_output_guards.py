@@ -11,7 +11,7 @@ import pytest
 
 from reports import budgets, wording
 from reports.clock import Clock
-from reports.models import Attempt, ErrorType, Task
+from reports.models import Attempt, ErrorType, PlanCall, Task
 from reports.worker.attempt_core import CAP_CHARS_PER_TOKEN
 from reports.worker.supervisor import Supervisor
 from tests.helpers import run_all
@@ -136,3 +136,38 @@ def test_loops_are_let_through_only_when_stopping_them_is_off(
         run_all(openai_worker)
         ends[stop_loops] = ended(task, alice_client)[0]["error"]["type"]
     assert ends == {True: "degenerate_output", False: "validation_failed"}  # off: it ran on
+
+
+SECTION = (
+    "## Chapter {n}\n\n"
+    + "The encoder of chapter {n} writes tag, length and value in that order. " * 12
+    + "\n\n"
+)
+LONG_DOCUMENT = "# The manual\n\n" + "\n\n".join(SECTION.format(n=n) for n in range(1, 60))
+
+
+@pytest.mark.django_db
+def test_a_plans_notes_call_is_held_to_its_own_cap_and_its_loops_stopped(
+    openai_server, openai_worker, make_task, alice_client, settings
+):
+    settings.REPORTS_CONTEXT_TOKENS = 4_096
+    settings.REPORTS_MAX_OUTPUT_TOKENS = 1_024
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    openai_server.faults[1] = Reply(text=endless_prose(20), finish_reason=None, usage=None)
+    openai_server.faults[2] = Reply(text=LOOP, finish_reason=None, usage=None)
+    capped_task = make_task(content=LONG_DOCUMENT)
+    run_all(openai_worker)
+    looping_task = make_task(content=LONG_DOCUMENT)
+    run_all(openai_worker)
+
+    capped_task.refresh_from_db()
+    notes_cap = capped_task.plan["notes_tokens"]
+    assert notes_cap < settings.REPORTS_MAX_OUTPUT_TOKENS  # its own cap, not the report's
+    assert capped_task.error_type == "stream_truncated"
+    assert f"output cap of {notes_cap:,} tokens" in capped_task.user_message
+    assert PlanCall.objects.get(task=capped_task, key="part-1").output_tokens == notes_cap
+    looping_task.refresh_from_db()
+    assert looping_task.error_type == "degenerate_output"
+    notes = PlanCall.objects.get(task=looping_task, key="part-1")
+    assert (notes.status, notes.error_type) == ("failed", "degenerate_output")
+    assert notes.output_tokens < notes_cap / 2  # stopped well before its cap
