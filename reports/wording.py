@@ -57,6 +57,11 @@ FAILURES = {
         "an internal error",
         "Something went wrong on our side; the report stopped.",
     ),
+    ErrorType.DEGENERATE_OUTPUT: (
+        "the model kept repeating itself",
+        "The model kept repeating itself with nothing new, so it was stopped before the "
+        "report was finished.",
+    ),
 }
 
 

@@ -100,6 +100,7 @@ class AttemptRun:
             stall_timeout_s=settings.REPORTS_STALL_TIMEOUT_S,
             attempt=claim.number,
             retries=RetryPolicy.from_settings(),
+            stop_loops=settings.REPORTS_STOP_LOOPS,
         )
         self.status: str = Status.RUNNING  # where the attempt holds its task
         self.stage_ms: dict[str, float] = {}
@@ -284,7 +285,11 @@ class AttemptRun:
         Only the report's call writes its text as it comes; a notes call's text is kept
         in its `Call` and saved whole at its end.
         """
-        call = Call(self.limits, sent_at=self.clock.monotonic())
+        call = Call(
+            self.limits,
+            sent_at=self.clock.monotonic(),
+            max_output_tokens=request.max_output_tokens,
+        )
         if report:
             self.call = call
         if self.stop_reason:
@@ -419,6 +424,7 @@ class AttemptRun:
             unknown=outcome.status == Status.RECONCILIATION_REQUIRED,
             prompt_chars=prompt_chars(request),
             text=call.text,
+            output_cap=request.max_output_tokens,
         )
         self.notes_usage.append(usage)
         end = CallEnd(
@@ -570,6 +576,7 @@ class AttemptRun:
             removed_citations=self.removed_citations,
             duration_ms=round((self.clock.monotonic() - self.started) * 1000, 1),
             notes_usage=tuple(self.notes_usage),
+            output_cap=call.max_output_tokens if call is not None else None,
         )
 
     def _timed(self, stage: str):

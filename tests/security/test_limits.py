@@ -17,6 +17,7 @@ from django.core.cache import cache
 from reports import api
 from reports.models import Task
 from reports.parsers import docx
+from reports.worker import loops
 from tests.helpers import SAMPLE, assert_refused, run_all, submit, task_of, upload
 
 pytestmark = pytest.mark.django_db
@@ -32,6 +33,9 @@ CONSTANTS = {
     "MAX_PAGE": api.MAX_PAGE,
     "UPLOAD_ALLOWANCE_MS": api.UPLOAD_ALLOWANCE_MS / 1000,
     "MAX_FIRST_TEXT_MS": api.MAX_FIRST_TEXT_MS / 1000,
+    "QUIET": loops.QUIET,
+    "REPEATS": loops.REPEATS,
+    "WINDOW": loops.WINDOW,
 }
 
 
