@@ -20,7 +20,7 @@ DOCUMENT = DocumentToRead(
 async def test_attempts_reading_one_file_at_once_make_one_parse(monkeypatch):
     parsed, kept, release = [], [], threading.Event()
 
-    def read_document(document):
+    def read_document(document, stop=None):
         parsed.append(document.name)
         assert release.wait(10)
         return "The text."
@@ -44,7 +44,7 @@ async def test_attempts_reading_one_file_at_once_make_one_parse(monkeypatch):
 async def test_a_file_that_cannot_be_read_fails_every_attempt_waiting_for_it(monkeypatch):
     parsed = []
 
-    def read_document(document):
+    def read_document(document, stop=None):
         parsed.append(document.name)
         raise preparation.ParseError("notes.md: no text could be extracted from it.")
 
