@@ -158,6 +158,11 @@ def _limit_self(cpu_s: int, memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MB, memory_mb * MB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.nice(NICENESS)
+    # A SIGTERM or Ctrl-C sent to the worker's whole process group is the worker's to
+    # handle: its drain lets the parse end at its limits, or kills it (SIGKILL) when nobody
+    # waits for it. Dying of it here would blame the document ("could not be read").
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _child(entry: str, cpu_s: str, memory_mb: str) -> None:

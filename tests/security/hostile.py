@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import signal
 import sys
 import time
 import zipfile
@@ -219,3 +220,11 @@ def pdf_with_nested_forms(depth: int = 28) -> bytes:
             *forms,
         ]
     )
+
+
+def terminated_midway(data: bytes) -> list[str]:
+    """A sandbox entry that gets the SIGTERM and Ctrl-C a whole process group would, then
+    answers."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGINT)
+    return ["text"]
