@@ -21,6 +21,7 @@ from django.test.client import encode_multipart
 from reports import api, upload_limits
 from reports.auth import ApiError, raise_if_upload_stopped
 from reports.models import Attempt, Document, Status, Task, TaskEvent
+from reports.parsers.html import HtmlParser
 from tests.helpers import (
     SAMPLE,
     assert_refused,
@@ -325,6 +326,25 @@ def test_a_page_only_a_whole_parse_can_judge_is_a_task_counted_against_the_rate_
     task = task_of(response)
     assert (task.status, task.error_type) == (Status.FAILED, "invalid_input")
     assert "no visible text" in task.user_message
+
+
+def test_a_user_past_the_rate_limit_is_refused_before_the_files_are_checked(
+    alice_client, settings, monkeypatch
+):
+    settings.REPORTS_USER_RATE_LIMIT = 1
+    assert submit(alice_client, upload("first.md", SAMPLE)).status_code == 201
+    checked = []
+    monkeypatch.setattr(HtmlParser, "check", lambda self, data: checked.append(len(data)))
+
+    response = submit(alice_client, upload("c.html", hostile.nested_html()))
+    assert_refused(response, 429, "rate_limited")
+    assert checked == []  # the refusal cost no reading of the page
+    # A replay of a key that made a task is still answered, rate limit or not.
+    key = {"Idempotency-Key": "one-key"}
+    settings.REPORTS_USER_RATE_LIMIT = 2
+    made = submit(alice_client, upload("again.md", SAMPLE), headers=key)
+    assert made.status_code == 201
+    assert submit(alice_client, upload("again.md", SAMPLE), headers=key).status_code == 200
 
 
 def test_a_large_text_of_mixed_encodings_is_accepted_in_bounded_time(alice_client, worker):
