@@ -59,7 +59,7 @@ from reports.worker.leases import Claim, LeaseLost, mark_parsing
 from reports.worker.outcome import Outcome
 from reports.worker.plan import Plan, Step
 from reports.worker.plan_store import CallEnd, TaskInput
-from reports.worker.preparation import documents_to_read, passages_of, read_once
+from reports.worker.preparation import documents_to_read, passages_of, read_once, until_stopped
 from reports.worker.retries import RetryPolicy
 from reports.worker.slots import SpareSlots
 
@@ -105,6 +105,7 @@ class AttemptRun:
         self.status: str = Status.RUNNING  # where the attempt holds its task
         self.stage_ms: dict[str, float] = {}
         self.stop_reason = ""  # attempt_core.CANCEL or LEASE_LOST, once asked to stop
+        self._stop_asked = asyncio.Event()  # set with stop_reason: ends a parse under way
         self.call: Call | None = None  # the report's provider call, once its request is sent
         self.prompt_chars = 0
         self.removed_citations = 0  # citation ids naming no passage, taken out of the report
@@ -141,6 +142,7 @@ class AttemptRun:
         if self.stop_reason:
             return
         self.stop_reason = reason
+        self._stop_asked.set()
         for call, queue in self._calls.values():
             call.stop(reason)
             with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
@@ -187,9 +189,13 @@ class AttemptRun:
         with self._timed(Stage.PARSE):
             await self._mark_parsing(True)  # a worker lost from here on blames the document
             try:
-                documents = await self._read_documents()
+                read, documents = await until_stopped(self._read_documents(), self._stop_asked)
             except ParseError as exc:
                 return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
+            if not read:  # asked to stop while reading: the parse was killed
+                if self.stop_reason == attempt_core.LEASE_LOST:
+                    raise LeaseLost(self.task_id)
+                return Outcome(Status.CANCELLED, "", wording.CANCELLED)
             await self._mark_parsing(False)
             passages = self.passages = await passages_of(self.task_id, documents)
             task, plan = await threads.on_shared_db(plan_store.stored_plan)(self.claim)

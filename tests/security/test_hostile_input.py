@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 import zipfile
 
 import pytest
@@ -23,6 +24,7 @@ from reports.auth import ApiError, raise_if_upload_stopped
 from reports.models import Attempt, Document, Status, Task, TaskEvent
 from reports.parsers.base import ParseError
 from reports.parsers.docx import document_text
+from reports.parsers.html import HtmlParser
 from tests.helpers import (
     SAMPLE,
     assert_refused,
@@ -289,6 +291,70 @@ def test_a_pdf_that_needs_too_much_memory_is_stopped_by_the_memory_limit(
     run_all(worker)
     assert Task.objects.filter(status=Status.SUCCEEDED).count() == 1
     assert_still_healthy(alice_client, worker)
+
+
+def test_a_page_too_slow_to_read_is_stopped_by_the_cpu_limit(alice_client, worker, settings):
+    settings.REPORTS_PARSE_CPU_S = 1
+    task = fails_at_parse(alice_client, worker, "slow.html", hostile.slow_html())
+    assert "took too long to read (1 s of CPU time)" in task.user_message
+    assert_still_healthy(alice_client, worker)
+
+
+# --- the upload check: answered in bounded time, its cost counted -----------------------------
+
+
+def test_the_red_teams_nested_page_is_refused_at_upload_in_bounded_time(alice_client, worker):
+    # 68.8 s of the web process's CPU before its 400; CPU time, so a busy machine cannot
+    # make it pass or fail.
+    started = time.process_time()
+    response = submit(alice_client, upload("c.html", hostile.nested_html()))
+    assert time.process_time() - started < 2
+    assert_refused(response, 400, "invalid_request", "visible text")
+    assert snapshot() == (0, 0, [])
+    assert_still_healthy(alice_client, worker)
+
+
+def test_a_page_only_a_whole_parse_can_judge_is_a_task_counted_against_the_rate_limit(
+    alice_client, worker, settings
+):
+    settings.REPORTS_USER_RATE_LIMIT = 1
+    started = time.process_time()
+    response = submit(alice_client, upload("hidden.html", hostile.html_hiding_its_text()))
+    assert time.process_time() - started < 2
+    assert response.status_code == 201, response.content
+    # Whatever reading it costs is spent as a task of the user's, so it counts.
+    again = submit(alice_client, upload("hidden.html", hostile.html_hiding_its_text()))
+    assert_refused(again, 429, "rate_limited")
+    run_all(worker)
+    task = task_of(response)
+    assert (task.status, task.error_type) == (Status.FAILED, "invalid_input")
+    assert "no visible text" in task.user_message
+
+
+def test_a_user_past_the_rate_limit_is_refused_before_the_files_are_checked(
+    alice_client, settings, monkeypatch
+):
+    settings.REPORTS_USER_RATE_LIMIT = 1
+    assert submit(alice_client, upload("first.md", SAMPLE)).status_code == 201
+    checked = []
+    monkeypatch.setattr(HtmlParser, "check", lambda self, data: checked.append(len(data)))
+
+    response = submit(alice_client, upload("c.html", hostile.nested_html()))
+    assert_refused(response, 429, "rate_limited")
+    assert checked == []  # the refusal cost no reading of the page
+    # A replay of a key that made a task is still answered, rate limit or not.
+    key = {"Idempotency-Key": "one-key"}
+    settings.REPORTS_USER_RATE_LIMIT = 2
+    made = submit(alice_client, upload("again.md", SAMPLE), headers=key)
+    assert made.status_code == 201
+    assert submit(alice_client, upload("again.md", SAMPLE), headers=key).status_code == 200
+
+
+def test_a_large_text_of_mixed_encodings_is_accepted_in_bounded_time(alice_client, worker):
+    started = time.process_time()
+    response = submit(alice_client, upload("mixed.txt", hostile.mixed_encoding_text(9)))
+    assert time.process_time() - started < 3
+    assert response.status_code == 201, response.content
 
 
 @pytest.mark.parametrize(
