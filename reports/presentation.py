@@ -102,6 +102,7 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         "elapsed_ms": None,
         "stage": "",
         "progress": None,
+        "reading": None,
     }
     if value == Status.QUEUED:
         context["detail"] = _queued_detail(task, state)
@@ -112,6 +113,7 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         if state.progress is not None and not has_text:
             context["stage"] = "reading"  # a plan of calls reads its parts first
             context["progress"] = state.progress
+            context["reading"] = reading_context(state.progress.reading)
     elif value == Status.FINALIZING:
         context["detail"] = "checking and saving the report"
     elif value == Status.SUCCEEDED:
@@ -121,6 +123,21 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
     elif value == Status.RECONCILIATION_REQUIRED:
         context["detail"] = "needs an admin"
     return context
+
+
+def reading_context(reading: events.Reading | None) -> dict[str, Any] | None:
+    """Return what the status line says while the model reads the report's prompt: how
+    far, in words, and the time it should take yet (the page counts it down)."""
+    if reading is None:
+        return None
+    eta = reading.eta_s
+    return {
+        "words": wording.reading(reading.tokens_read, reading.tokens_total),
+        "tokens_read": reading.tokens_read,
+        "tokens_total": reading.tokens_total,
+        "eta_s": eta,
+        "time_left": wording.time_left(eta) if eta is not None else "",
+    }
 
 
 def failure_short(error_type: str) -> str:
@@ -293,7 +310,7 @@ def home_rows(user, limit: int = 50) -> list[dict[str, Any]]:
         if task.status == Status.QUEUED:
             detail = wording.place_in_line(task.queue_position())
         elif task.status == Status.RUNNING:
-            detail = "writing"
+            detail = "in progress"  # reading or writing: the task's page says which
         elif task.status == Status.FAILED:
             detail = failure_short(task.error_type)
         rows.append(
