@@ -32,6 +32,7 @@ from reports.models import (
     Task,
     TaskEvent,
 )
+from reports.providers import concurrency
 
 # A passage id as a citation names it; nine digits at most stay inside the column's range.
 PASSAGE_ID = re.compile(r"S([1-9]\d{0,8})")
@@ -51,7 +52,8 @@ LABELS = {
 
 
 def estimated_wait_s(lane: str, position: int) -> float | None:
-    """Estimate the wait: median run time of the lane's recent reports, times position over slots.
+    """Estimate the wait: median run time of the lane's recent reports, times position
+    over the slots (the lane's, or fewer when the provider runs fewer calls at once).
 
     None when the lane has no finished report to learn from yet.
     """
@@ -63,7 +65,10 @@ def estimated_wait_s(lane: str, position: int) -> float | None:
     durations = [(done - claimed).total_seconds() for claimed, done in rows if done]
     if not durations:
         return None
-    slots = max(1, settings.REPORTS_LANE_LIMITS.get(lane, 1))
+    slots = settings.REPORTS_LANE_LIMITS.get(lane, 1)
+    if (provider_limit := concurrency.limit()) is not None:
+        slots = min(slots, provider_limit)
+    slots = max(1, slots)
     return statistics.median(durations) * position / slots
 
 

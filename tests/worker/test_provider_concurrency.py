@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from django.db.models import F
 from prometheus_client.parser import text_string_to_metric_families
 
 from reports import presentation
@@ -151,3 +153,16 @@ def test_eight_tasks_through_two_slots_queue_here_not_in_the_server(settings, al
     assert len(server.requests) == 8
     statuses = {t.status for t in Task.objects.filter(pk__in=[t.pk for t in tasks])}
     assert statuses == {"succeeded"}
+
+
+def test_the_wait_in_line_counts_the_providers_calls_at_once(settings, alice):
+    settings.REPORTS_LANE_LIMITS = {"short": 6, "long": 2}
+    settings.REPORTS_PROVIDER_CONCURRENCY = 2
+    done = make_submission(alice)
+    Task.objects.filter(pk=done.pk).update(
+        status="succeeded",
+        claimed_at=F("created_at"),
+        finished_at=F("created_at") + timedelta(seconds=30),
+    )
+    # 4th in line, two calls at a time (not the lane's six): 30 s * 4 / 2.
+    assert presentation.estimated_wait_s("short", 4) == pytest.approx(60)
