@@ -5,12 +5,14 @@ its page says the model is reading, how far where the server says, not "writing"
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import async_to_sync
 
 from reports import events, presentation
 from reports.clock import Clock
 from reports.models import Task
-from reports.providers import reading_rate
+from reports.providers import concurrency, reading_rate
 from reports.streaming.follower import events_after
+from reports.worker.leases import claim_next_task
 from reports.worker.supervisor import Supervisor
 from tests.helpers import make_submission, run_all
 from tests.providers import native_llama
@@ -86,3 +88,13 @@ def test_a_learned_rate_keeps_a_silent_read_from_being_a_stall(settings, alice, 
     reading = presentation.status_context(task, state)["reading"]
     assert reading["words"] == "The model is reading your document…"
     assert reading["time_left"].startswith("about ")
+
+
+def test_the_worker_learns_the_servers_slots_and_claims_keep_to_them(settings, alice, llama_root):
+    configure(settings, llama_root, "llama-server")
+    async_to_sync(Supervisor(slots=4, clock=Clock()).learn_slots)()
+    assert concurrency.limit() == 1  # the server runs one call at a time
+    for title in ("One", "Two"):
+        make_submission(alice, document(title))
+    assert claim_next_task("worker-a") is not None
+    assert claim_next_task("worker-b") is None  # the second waits here, not in the server
