@@ -68,6 +68,13 @@ def has_free_seat() -> bool:
     return most is None or in_flight() < most
 
 
+def free_seats() -> int | None:
+    """Calls that may start now besides those under way; None: no limit. A plan's notes
+    calls side by side take no more than this."""
+    most = limit()
+    return None if most is None else max(0, most - in_flight())
+
+
 def record_slots(slots: int | None, key: str | None = None) -> None:
     """Keep the slots the server says it has (None: it says nothing, or no longer)."""
     key = key or provider_key()

@@ -392,6 +392,10 @@ class AttemptRun:
         failed ended the attempt (the others under way finish and keep their notes), or
         None when all of them wrote notes."""
         wanted = min(settings.REPORTS_PLAN_PARALLEL_CALLS, len(steps)) - 1
+        if wanted and self.provider.learns_from_calls:
+            # No more calls side by side than the provider has seats free for.
+            free = await threads.on_shared_db(concurrency.free_seats)()
+            wanted = wanted if free is None else min(wanted, free)
         lent = self.spare.borrow(wanted) if self.spare is not None else 0
         try:
             return await self._run_level(task, plan, passages, requests, steps, 1 + lent)

@@ -20,7 +20,7 @@ from reports.models import ProviderFigures, Task
 from reports.providers import concurrency
 from reports.worker.leases import claim_next_task
 from reports.worker.supervisor import Supervisor
-from tests.helpers import make_submission
+from tests.helpers import make_submission, run_all
 from tests.providers.openai_server import OpenAIServer, Reply, point_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -166,3 +166,27 @@ def test_the_wait_in_line_counts_the_providers_calls_at_once(settings, alice):
     )
     # 4th in line, two calls at a time (not the lane's six): 30 s * 4 / 2.
     assert presentation.estimated_wait_s("short", 4) == pytest.approx(60)
+
+
+def test_a_plans_calls_side_by_side_keep_to_the_limit(settings, alice, server):
+    """A document several windows long: its parts' notes calls would run two at a time,
+    but the provider takes one call at once."""
+    settings.REPORTS_CONTEXT_TOKENS = 4_096
+    settings.REPORTS_MAX_OUTPUT_TOKENS = 1_024
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 2
+    settings.REPORTS_PROVIDER_CONCURRENCY = 1
+    section = "The encoder of chapter {n} writes tag, length and value in that order. " * 40
+    text = "# The manual\n\n" + "\n\n".join(
+        f"## Chapter {n}\n\n" + section.format(n=n) for n in range(1, 30)
+    )
+    task = make_submission(alice, text)
+    worker = Supervisor(slots=4, clock=Clock())
+    asked = []  # the worker's idle slots each level of the plan asked to borrow
+    borrow = worker.spare.borrow
+    worker.spare.borrow = lambda wanted: asked.append(wanted) or borrow(wanted)
+    run_all(worker)
+    task.refresh_from_db()
+    assert task.status == "succeeded", task.user_message
+    assert task.plan["parts"] >= 2
+    assert asked and set(asked) == {0}  # no second call beside the first
+    assert server.most_open_calls == 1
