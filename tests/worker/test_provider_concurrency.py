@@ -20,8 +20,8 @@ from reports.models import ProviderFigures, Task
 from reports.providers import concurrency
 from reports.worker.leases import claim_next_task
 from reports.worker.supervisor import Supervisor
-from tests.helpers import make_submission, run_all
-from tests.providers.openai_server import OpenAIServer, Reply, point_at
+from tests.helpers import make_submission, run_all, wait_for
+from tests.providers.openai_server import KEY, OpenAIServer, Reply, point_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -190,3 +190,33 @@ def test_a_plans_calls_side_by_side_keep_to_the_limit(settings, alice, server):
     assert task.plan["parts"] >= 2
     assert asked and set(asked) == {0}  # no second call beside the first
     assert server.most_open_calls == 1
+
+
+def test_worker_processes_together_keep_to_the_limit(settings, alice, server, spawn_worker):
+    """Three reportworker processes of four slots each, eight tasks, two calls at once."""
+    release = threading.Event()
+    server.queue(*(Reply(hold=release) for _ in range(8)))
+    tasks = [make_submission(alice) for _ in range(8)]
+    provider = {
+        "REPORTS_PROVIDER": "openai",
+        "OPENAI_BASE_URL": server.base_url,
+        "OPENAI_API_KEY": KEY,
+        "REPORTS_MODEL": "test-model",
+        "REPORTS_MODEL_PRICE": "1,4,0.5",
+        "REPORTS_PROVIDER_CONCURRENCY": "2",
+    }
+    for _ in range(3):
+        spawn_worker(slots=4, **provider)
+    try:
+        assert server.wait_for_open_calls(2, timeout=60)
+        # The workers claimed before they called: a third claim would be running by now.
+        assert Task.objects.filter(status="running").count() == 2
+        assert Task.objects.filter(status="queued").count() == 6
+    finally:
+        release.set()
+    ids = [task.pk for task in tasks]
+    wait_for(
+        lambda: Task.objects.filter(pk__in=ids, status="succeeded").count() == 8,
+        "every task to succeed",
+    )
+    assert server.most_open_calls == 2 and len(server.requests) == 8
