@@ -32,6 +32,7 @@ from reports.models import (
     Task,
     TaskEvent,
 )
+from reports.providers import concurrency
 
 # A passage id as a citation names it; nine digits at most stay inside the column's range.
 PASSAGE_ID = re.compile(r"S([1-9]\d{0,8})")
@@ -51,7 +52,8 @@ LABELS = {
 
 
 def estimated_wait_s(lane: str, position: int) -> float | None:
-    """Estimate the wait: median run time of the lane's recent reports, times position over slots.
+    """Estimate the wait: median run time of the lane's recent reports, times position
+    over the slots (the lane's, or fewer when the provider runs fewer calls at once).
 
     None when the lane has no finished report to learn from yet.
     """
@@ -63,7 +65,10 @@ def estimated_wait_s(lane: str, position: int) -> float | None:
     durations = [(done - claimed).total_seconds() for claimed, done in rows if done]
     if not durations:
         return None
-    slots = max(1, settings.REPORTS_LANE_LIMITS.get(lane, 1))
+    slots = settings.REPORTS_LANE_LIMITS.get(lane, 1)
+    if (provider_limit := concurrency.limit()) is not None:
+        slots = min(slots, provider_limit)
+    slots = max(1, slots)
     return statistics.median(durations) * position / slots
 
 
@@ -102,6 +107,7 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         "elapsed_ms": None,
         "stage": "",
         "progress": None,
+        "reading": None,
     }
     if value == Status.QUEUED:
         context["detail"] = _queued_detail(task, state)
@@ -112,6 +118,7 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         if state.progress is not None and not has_text:
             context["stage"] = "reading"  # a plan of calls reads its parts first
             context["progress"] = state.progress
+            context["reading"] = reading_context(state.progress.reading)
     elif value == Status.FINALIZING:
         context["detail"] = "checking and saving the report"
     elif value == Status.SUCCEEDED:
@@ -121,6 +128,21 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
     elif value == Status.RECONCILIATION_REQUIRED:
         context["detail"] = "needs an admin"
     return context
+
+
+def reading_context(reading: events.Reading | None) -> dict[str, Any] | None:
+    """Return what the status line says while the model reads the report's prompt: how
+    far, in words, and the time it should take yet (the page counts it down)."""
+    if reading is None:
+        return None
+    eta = reading.eta_s
+    return {
+        "words": wording.reading(reading.tokens_read, reading.tokens_total),
+        "tokens_read": reading.tokens_read,
+        "tokens_total": reading.tokens_total,
+        "eta_s": eta,
+        "time_left": wording.time_left(eta) if eta is not None else "",
+    }
 
 
 def failure_short(error_type: str) -> str:
@@ -293,7 +315,7 @@ def home_rows(user, limit: int = 50) -> list[dict[str, Any]]:
         if task.status == Status.QUEUED:
             detail = wording.place_in_line(task.queue_position())
         elif task.status == Status.RUNNING:
-            detail = "writing"
+            detail = "in progress"  # reading or writing: the task's page says which
         elif task.status == Status.FAILED:
             detail = failure_short(task.error_type)
         rows.append(

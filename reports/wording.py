@@ -118,3 +118,24 @@ def progress(kind: str, number: int, of: int, label: str) -> str:
     if kind == "round":
         return f"Combining notes, round {number}: {label}"
     return "Writing the report from the notes"
+
+
+# A `progress` event's label while the model reads the report's prompt.
+READING = "The model is reading your document"
+
+
+def reading(tokens_read: int | None, tokens_total: int | None) -> str:
+    """Say how far the model has read: "The model is reading your document: 1,200 of
+    3,500 tokens", or, where the server does not say, "The model is reading your
+    document…"."""
+    if tokens_read is not None and tokens_total:
+        return f"{READING}: {tokens_read:,} of {tokens_total:,} tokens"
+    return f"{READING}…"
+
+
+def time_left(seconds: float) -> str:
+    """Say how long the reading should take yet: "about 20 s left", "about 3 min left"."""
+    if seconds < 1:
+        return "almost done"
+    amount = f"{round(seconds)} s" if seconds < 90 else f"{round(seconds / 60)} min"
+    return f"about {amount} left"

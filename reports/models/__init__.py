@@ -2,6 +2,7 @@
 
 from reports.models.accounts import ApiToken, Budget
 from reports.models.plans import PlanCall, SourcePassage
+from reports.models.providers import ProviderFigures
 from reports.models.tasks import (
     Attempt,
     Document,
@@ -49,6 +50,7 @@ __all__ = [
     "Lane",
     "PlanCall",
     "PreparedText",
+    "ProviderFigures",
     "SourcePassage",
     "Stage",
     "Status",

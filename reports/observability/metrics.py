@@ -30,6 +30,7 @@ from prometheus_client.core import (
 from reports.models import STAGES, TERMINAL, Attempt, AttemptStatus, Lane, Status, Task
 from reports.observability import loop_lag
 from reports.observability.latency import TIMEOUT_ERRORS
+from reports.providers import concurrency
 
 # Seconds: from a fast parse (5 ms) to a long report (30 min).
 BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
@@ -170,6 +171,23 @@ class DatabaseCollector:
         for lane in Lane.values:
             leases.add_metric([lane], per_lane[lane])
         yield leases
+        yield from _provider_gauges()
+
+
+def _provider_gauges():
+    """The provider's calls at once: the limit the workers keep to, and those under way."""
+    limit = concurrency.limit()
+    limit_gauge = GaugeMetricFamily(
+        "reportline_provider_concurrency_limit",
+        "Calls the provider is given at once (setting, server slots, adaptive); -1: no limit.",
+    )
+    limit_gauge.add_metric([], -1 if limit is None else limit)
+    yield limit_gauge
+    in_flight = GaugeMetricFamily(
+        "reportline_provider_calls_in_flight", "Calls under way at the provider."
+    )
+    in_flight.add_metric([], concurrency.in_flight())
+    yield in_flight
 
 
 def _by_lane(queryset, lane_field: str = "lane") -> dict[str, int]:

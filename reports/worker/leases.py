@@ -28,6 +28,7 @@ from reports.models import (
     db_now_plus,
 )
 from reports.observability.task_logs import log_reaped
+from reports.providers import concurrency
 from reports.worker import identity
 from reports.worker.retries import RetryPolicy
 
@@ -84,6 +85,8 @@ def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK])
         open_lanes = free_lanes(lanes)
         if not open_lanes:
+            return None
+        if not concurrency.has_free_seat():  # the provider's calls at once (docs/providers.md)
             return None
         task = (
             Task.objects.eligible()
