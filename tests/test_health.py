@@ -36,6 +36,7 @@ async def test_a_healthy_process_is_alive_and_ready_without_credentials():
             "status": "ready",
             "checks": {"database": "ok", "channel_layer": "ok"},
             "draining": False,
+            "provider": {"name": "simulated", "circuit": "closed"},
         },
     )
 

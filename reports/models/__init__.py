@@ -1,6 +1,7 @@
 """The models of a task's life, re-exported so that every caller imports from here."""
 
 from reports.models.accounts import ApiToken, Budget
+from reports.models.breaker import CircuitState, ProviderCircuit
 from reports.models.plans import PlanCall, SourcePassage
 from reports.models.tasks import (
     Attempt,
@@ -41,6 +42,7 @@ __all__ = [
     "Attempt",
     "AttemptStatus",
     "Budget",
+    "CircuitState",
     "CostStatus",
     "Document",
     "ErrorType",
@@ -49,6 +51,7 @@ __all__ = [
     "Lane",
     "PlanCall",
     "PreparedText",
+    "ProviderCircuit",
     "SourcePassage",
     "Stage",
     "Status",

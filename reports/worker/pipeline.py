@@ -547,7 +547,10 @@ class AttemptRun:
     async def _end(self, outcome: Outcome, **task_fields) -> None:
         """Write the attempt's end and the task's new status in one transaction."""
         await self._announced()
-        if await threads.on_worker_thread(write_end)(self.record(), outcome, **task_fields) is None:
+        ended = await threads.on_worker_thread(write_end)(
+            self.record(), outcome, clock=self.clock, **task_fields
+        )
+        if ended is None:
             raise LeaseLost(self.task_id)
 
     def record(self) -> AttemptRecord:

@@ -1,0 +1,245 @@
+"""The provider's circuit breaker (docs/providers.md, "When the provider is down").
+
+Every worker shares one row per provider (`reports.models.ProviderCircuit`). An attempt's
+end tells it what the call said of the provider (`after_attempt`); a claim asks it what may
+be claimed (`gate`):
+
+* closed — calls go; REPORTS_BREAKER_FAILURES calls in a row that failed for the provider's
+  own reasons (`retries.provider_down`) open it;
+* open — no task starts a call until `retry_at` (REPORTS_BREAKER_COOLDOWN_S, doubled with
+  each failed probe, at most ten minutes); queued tasks wait, their attempts unspent; a task
+  past its deadline is still claimed, and ends `timeout` before any call;
+* probing — one claim took the probe (a conditional update on the row's version, inside the
+  claim's serialised transaction, so two workers cannot both take it): the provider
+  answering it closes the circuit, its failure opens it again for twice as long, and a probe
+  that ended without saying either (a cancel, a document that could not be read, a lost
+  worker) lets the next claim probe at once.
+
+Each change of state is written by one conditional update and logged once, when it commits.
+Instants come from the worker's clock when it has one of its own (`Clock.wall`: tests), else
+from the database's clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+
+from reports.clock import Clock
+from reports.models import LEASED, CircuitState, ProviderCircuit, Task
+from reports.models.breaker import cooldown_s, provider_name
+from reports.observability.logs import log_event
+from reports.worker.outcome import Outcome
+from reports.worker.retries import RetryPolicy
+
+log = logging.getLogger(__name__)
+
+FAULT, ANSWERED = "fault", "answered"
+
+
+def _now(clock: Clock | None):
+    """Return now as the circuit's instants are kept: the clock's, else the database's."""
+    wall = clock.wall() if clock is not None else None
+    return wall if wall is not None else Now()
+
+
+def _plus(now, seconds: float):
+    return now + timedelta(seconds=seconds)
+
+
+def _past_deadline() -> dict:
+    """Return the condition of tasks submitted longer ago than the task deadline (on the
+    database's clock, as the runner's own deadline check at the attempt's start)."""
+    return {"created_at__lte": Now() - timedelta(seconds=settings.REPORTS_TASK_DEADLINE_S)}
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What the circuit lets one claim take, read once inside the claim's transaction."""
+
+    circuit: ProviderCircuit | None
+    now: object  # a datetime, or the database's Now()
+    probe_due: bool
+
+    @property
+    def closed(self) -> bool:
+        return self.circuit is None or self.circuit.is_closed
+
+    def filter(self, queued):
+        """Narrow the claimable tasks: all while closed or when a probe is due; else only
+        the tasks past their deadline (they end `timeout` without a call)."""
+        if self.closed or self.probe_due:
+            return queued
+        return queued.filter(**_past_deadline())
+
+    def admit(self, task_id, epoch: int) -> bool:
+        """Return whether the claim of this task (at its new `epoch`) may go on: always
+        while closed, or for a task past its deadline; else it takes the probe, and
+        whether it got it."""
+        if self.closed or Task.objects.filter(pk=task_id, **_past_deadline()).exists():
+            return True
+        circuit = self.circuit
+        taken = ProviderCircuit.objects.filter(
+            provider=circuit.provider, version=circuit.version
+        ).update(
+            state=CircuitState.PROBING,
+            probe_task_id=task_id,
+            probe_epoch=epoch,
+            changed_at=self.now,
+            version=circuit.version + 1,
+        )
+        if taken:
+            transaction.on_commit(
+                lambda: log_event(
+                    log,
+                    "circuit.probing",
+                    provider=circuit.provider,
+                    probe_task_id=str(task_id),
+                    trips=circuit.trips,
+                )
+            )
+        return bool(taken)
+
+
+def gate(clock: Clock | None = None) -> Gate:
+    """Read the circuit for a claim; call it inside the claim's transaction."""
+    now = _now(clock)
+    circuit = ProviderCircuit.objects.current()
+    if circuit is None or circuit.is_closed:
+        return Gate(circuit, now, probe_due=False)
+    if circuit.state == CircuitState.OPEN:
+        due = ProviderCircuit.objects.filter(
+            provider=circuit.provider, version=circuit.version, retry_at__lte=now
+        ).exists()
+    else:  # probing: the probe's attempt may have ended without telling, or been lost
+        due = not Task.objects.filter(
+            pk=circuit.probe_task_id, epoch=circuit.probe_epoch, status__in=LEASED
+        ).exists()
+    return Gate(circuit, now, probe_due=due)
+
+
+def verdict(outcome: Outcome, *, called: bool, answered: bool) -> str | None:
+    """What an attempt's end says of the provider: FAULT (its call failed for the
+    provider's own reasons), ANSWERED (the provider answered: text, a heartbeat, a 4xx),
+    or None (no call, a cancel before any answer, an unknown outcome)."""
+    if not called:
+        return None
+    if outcome.provider_down:
+        return FAULT
+    if answered or outcome.provider_answered:
+        return ANSWERED
+    return None
+
+
+def after_attempt(
+    task_id, epoch: int, outcome: Outcome, *, called: bool, answered: bool, clock=None
+) -> Outcome:
+    """Tell the circuit how an attempt's call went; return how the attempt ends.
+
+    A call that failed for the provider's own reasons while the circuit is open (this
+    failure opened it, or it was the probe) leaves its task queued, waiting for the
+    circuit, whatever attempts it used (`RetryPolicy.while_provider_down`).
+    """
+    said = verdict(outcome, called=called, answered=answered)
+    now = _now(clock)
+    name = provider_name()
+    for _ in range(5):  # each try fails only when another worker changed the row meanwhile
+        circuit = _circuit(name)
+        change = _change(circuit, said, task_id, epoch, now)
+        if change is None or _write(circuit, change, now):
+            break
+    if said == FAULT and not _circuit(name).is_closed:
+        return RetryPolicy.from_settings().while_provider_down(outcome)
+    return outcome
+
+
+def _circuit(name: str) -> ProviderCircuit:
+    circuit = ProviderCircuit.objects.filter(provider=name).first()
+    if circuit is not None:
+        return circuit
+    try:
+        with transaction.atomic():
+            return ProviderCircuit.objects.create(provider=name)
+    except IntegrityError:  # another worker made it first
+        return ProviderCircuit.objects.get(provider=name)
+
+
+def _change(circuit: ProviderCircuit, said: str | None, task_id, epoch: int, now) -> dict | None:
+    """Return the fields the circuit changes to after a call said `said`; None: none."""
+    probe = (
+        circuit.state == CircuitState.PROBING
+        and str(circuit.probe_task_id) == str(task_id)
+        and circuit.probe_epoch == epoch
+    )
+    if circuit.is_closed:
+        if said == FAULT:
+            failures = circuit.failures + 1
+            if failures >= settings.REPORTS_BREAKER_FAILURES:
+                return _opened(circuit, failures, trips=1, now=now)
+            return {"failures": failures}
+        if said == ANSWERED and circuit.failures:
+            return {"failures": 0}
+        return None
+    if not probe:  # calls under way when it opened: the probe alone speaks for the provider
+        return None
+    if said == FAULT:
+        return _opened(circuit, circuit.failures + 1, trips=circuit.trips + 1, now=now)
+    if said == ANSWERED:
+        return {
+            "state": CircuitState.CLOSED,
+            "failures": 0,
+            "trips": 0,
+            "retry_at": None,
+            "probe_task_id": None,
+            "probe_epoch": None,
+        }
+    # The probe said nothing of the provider: the next claim probes at once.
+    return {"state": CircuitState.OPEN, "retry_at": now, "probe_task_id": None, "probe_epoch": None}
+
+
+def _opened(circuit: ProviderCircuit, failures: int, *, trips: int, now) -> dict:
+    return {
+        "state": CircuitState.OPEN,
+        "failures": failures,
+        "trips": trips,
+        "opened_total": circuit.opened_total + 1,
+        "retry_at": _plus(now, cooldown_s(trips)),
+        "probe_task_id": None,
+        "probe_epoch": None,
+    }
+
+
+def _write(circuit: ProviderCircuit, change: dict, now) -> bool:
+    """Write the change if nobody changed the row since it was read; log a new state."""
+    with transaction.atomic():
+        written = ProviderCircuit.objects.filter(
+            provider=circuit.provider, version=circuit.version
+        ).update(**change, changed_at=now, version=circuit.version + 1)
+        state = change.get("state", circuit.state)
+        if written and state != circuit.state:
+            transaction.on_commit(lambda: _log_change(circuit, change))
+    return bool(written)
+
+
+def _log_change(before: ProviderCircuit, change: dict) -> None:
+    """Log the circuit's new state, once: by the worker whose write changed it."""
+    state = change["state"]
+    fields = {"provider": before.provider, "was": before.state}
+    if state == CircuitState.OPEN:
+        retry_at = (
+            ProviderCircuit.objects.filter(provider=before.provider)
+            .values_list("retry_at", flat=True)
+            .first()
+        )
+        fields.update(
+            failures=change.get("failures", before.failures),
+            trips=change.get("trips", before.trips),
+            retry_at=retry_at.isoformat() if retry_at else None,
+        )
+    level = logging.WARNING if state == CircuitState.OPEN else logging.INFO
+    log_event(log, f"circuit.{state}", level, **fields)
