@@ -183,7 +183,6 @@ class DatabaseCollector:
             leases.add_metric([lane], per_lane[lane])
         yield leases
 
-
     def _circuit(self):
         """The provider's circuit (docs/providers.md): its state, its failures in a row,
         and how often it opened."""

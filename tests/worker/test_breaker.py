@@ -87,7 +87,7 @@ def test_an_outage_costs_a_handful_of_calls_and_every_task_waits_then_succeeds(
     while run_round(workers):
         pass
     down_calls = len(openai_server.requests)
-    assert 5 <= down_calls <= 5 + WORKERS * SLOTS  # not tasks × attempts (18)
+    assert 5 <= down_calls <= 5 + WORKERS * SLOTS  # not tasks times attempts (18)
     assert circuit().state == CircuitState.OPEN
     assert statuses(tasks) == ["queued"] * TASKS
     assert run_round(workers) == 0
@@ -105,7 +105,7 @@ def test_an_outage_costs_a_handful_of_calls_and_every_task_waits_then_succeeds(
     metrics = admin_client.get("/metrics").content.decode()
     assert 'reportline_provider_circuit_state{provider="openai",state="open"} 1.0' in metrics
     assert 'reportline_provider_circuit_opened_total{provider="openai"} 1.0' in metrics
-    assert "data-circuit=\"open\"" in admin_client.get("/staff/latency/").content.decode()
+    assert 'data-circuit="open"' in admin_client.get("/staff/latency/").content.decode()
 
     # After the cooldown one call goes through, the probe; it fails: twice as long now.
     clock.advance(29.9)
