@@ -148,25 +148,36 @@ def after_attempt(
     said = verdict(outcome, called=called, answered=answered)
     now = _now(clock)
     name = provider_name()
-    for _ in range(5):  # each try fails only when another worker changed the row meanwhile
-        circuit = _circuit(name)
+    seen = ProviderCircuit.objects.filter(provider=name).first()
+    if said != FAULT and (seen is None or _change(seen, said, task_id, epoch, now) is None):
+        return outcome  # the common end: nothing to change, and no write lock taken
+    _ensure(name)
+    with transaction.atomic():
+        # The row lock (PostgreSQL; SQLite's IMMEDIATE transaction takes the whole file)
+        # keeps the workers' counts from overwriting each other.
+        circuit = ProviderCircuit.objects.select_for_update().get(provider=name)
         change = _change(circuit, said, task_id, epoch, now)
-        if change is None or _write(circuit, change, now):
-            break
-    if said == FAULT and not _circuit(name).is_closed:
+        if change is not None:
+            ProviderCircuit.objects.filter(provider=name).update(
+                **change, changed_at=now, version=circuit.version + 1
+            )
+            if change.get("state", circuit.state) != circuit.state:
+                transaction.on_commit(lambda: _log_change(circuit, change))
+        open_now = change.get("state", circuit.state) if change else circuit.state
+    if said == FAULT and open_now != CircuitState.CLOSED:
         return RetryPolicy.from_settings().while_provider_down(outcome)
     return outcome
 
 
-def _circuit(name: str) -> ProviderCircuit:
-    circuit = ProviderCircuit.objects.filter(provider=name).first()
-    if circuit is not None:
-        return circuit
+def _ensure(name: str) -> None:
+    """Make the provider's row, once (another worker may make it at the same moment)."""
+    if ProviderCircuit.objects.filter(provider=name).exists():
+        return
     try:
         with transaction.atomic():
-            return ProviderCircuit.objects.create(provider=name)
-    except IntegrityError:  # another worker made it first
-        return ProviderCircuit.objects.get(provider=name)
+            ProviderCircuit.objects.create(provider=name)
+    except IntegrityError:
+        pass
 
 
 def _change(circuit: ProviderCircuit, said: str | None, task_id, epoch: int, now) -> dict | None:
@@ -212,18 +223,6 @@ def _opened(circuit: ProviderCircuit, failures: int, *, trips: int, now) -> dict
         "probe_task_id": None,
         "probe_epoch": None,
     }
-
-
-def _write(circuit: ProviderCircuit, change: dict, now) -> bool:
-    """Write the change if nobody changed the row since it was read; log a new state."""
-    with transaction.atomic():
-        written = ProviderCircuit.objects.filter(
-            provider=circuit.provider, version=circuit.version
-        ).update(**change, changed_at=now, version=circuit.version + 1)
-        state = change.get("state", circuit.state)
-        if written and state != circuit.state:
-            transaction.on_commit(lambda: _log_change(circuit, change))
-    return bool(written)
 
 
 def _log_change(before: ProviderCircuit, change: dict) -> None:

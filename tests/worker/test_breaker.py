@@ -162,15 +162,17 @@ def test_a_task_whose_failure_opened_the_circuit_waits_whatever_attempts_it_used
 
 
 @pytest.mark.usefixtures("worker_thread")
-def test_refusals_never_open_the_circuit(openai_server, make_task, settings):
+def test_a_refusal_never_counts_and_shows_the_provider_is_up(openai_server, make_task, settings):
     settings.REPORTS_BREAKER_FAILURES = 2
-    openai_server.queue(*(error(400, "Bad request.") for _ in range(4)))
+    # Each task: a 500 (one failure in a row), then, retried, a 400 (the provider answered).
+    openai_server.queue(*(error(status, "No.") for _ in range(4) for status in (500, 400)))
     tasks = [make_task() for _ in range(4)]
     worker = Supervisor(slots=1, clock=FakeClock())
     while run_round([worker]):
         pass
     assert statuses(tasks) == ["failed"] * 4
-    assert circuit().state == CircuitState.CLOSED
+    assert len(openai_server.requests) == 8
+    assert (circuit().state, circuit().failures) == (CircuitState.CLOSED, 0)
 
 
 @pytest.mark.usefixtures("worker_thread")
