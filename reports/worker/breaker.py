@@ -39,7 +39,8 @@ from reports.worker.retries import RetryPolicy
 
 log = logging.getLogger(__name__)
 
-FAULT, ANSWERED = "fault", "answered"
+FAULT, ANSWERED = "fault", "answered"  # what a call says of the provider
+GO, PROBE = "go", "probe"  # a claim let through: as usual, or as the circuit's probe
 
 
 def _now(clock: Clock | None):
@@ -77,12 +78,12 @@ class Gate:
             return queued
         return queued.filter(**_past_deadline())
 
-    def admit(self, task_id, epoch: int) -> bool:
-        """Return whether the claim of this task (at its new `epoch`) may go on: always
-        while closed, or for a task past its deadline; else it takes the probe, and
-        whether it got it."""
+    def admit(self, task_id, epoch: int) -> str | None:
+        """Return whether the claim of this task (at its new `epoch`) may go on: GO
+        while closed, or for a task past its deadline; else PROBE when it took the probe,
+        None when another claim took it first."""
         if self.closed or Task.objects.filter(pk=task_id, **_past_deadline()).exists():
-            return True
+            return GO
         circuit = self.circuit
         taken = ProviderCircuit.objects.filter(
             provider=circuit.provider, version=circuit.version
@@ -103,7 +104,7 @@ class Gate:
                     trips=circuit.trips,
                 )
             )
-        return bool(taken)
+        return PROBE if taken else None
 
 
 def gate(clock: Clock | None = None) -> Gate:
@@ -146,27 +147,41 @@ def after_attempt(
     circuit, whatever attempts it used (`RetryPolicy.while_provider_down`).
     """
     said = verdict(outcome, called=called, answered=answered)
+    state = _record(task_id, epoch, said, clock)
+    if said == FAULT and state != CircuitState.CLOSED:
+        return RetryPolicy.from_settings().while_provider_down(outcome)
+    return outcome
+
+
+def probe_answered(task_id, epoch: int, clock=None) -> None:
+    """Close the circuit as soon as the provider answers the probe's call (its response
+    began), rather than when the probe's whole report is written."""
+    _record(task_id, epoch, ANSWERED, clock)
+
+
+def _record(task_id, epoch: int, said: str | None, clock) -> str:
+    """Apply what a call said of the provider; return the circuit's state after it."""
     now = _now(clock)
     name = provider_name()
     seen = ProviderCircuit.objects.filter(provider=name).first()
     if said != FAULT and (seen is None or _change(seen, said, task_id, epoch, now) is None):
-        return outcome  # the common end: nothing to change, and no write lock taken
+        # The common end: nothing to change, and no write lock taken.
+        return CircuitState.CLOSED if seen is None else seen.state
     _ensure(name)
     with transaction.atomic():
         # The row lock (PostgreSQL; SQLite's IMMEDIATE transaction takes the whole file)
         # keeps the workers' counts from overwriting each other.
         circuit = ProviderCircuit.objects.select_for_update().get(provider=name)
         change = _change(circuit, said, task_id, epoch, now)
-        if change is not None:
-            ProviderCircuit.objects.filter(provider=name).update(
-                **change, changed_at=now, version=circuit.version + 1
-            )
-            if change.get("state", circuit.state) != circuit.state:
-                transaction.on_commit(lambda: _log_change(circuit, change))
-        open_now = change.get("state", circuit.state) if change else circuit.state
-    if said == FAULT and open_now != CircuitState.CLOSED:
-        return RetryPolicy.from_settings().while_provider_down(outcome)
-    return outcome
+        if change is None:
+            return circuit.state
+        ProviderCircuit.objects.filter(provider=name).update(
+            **change, changed_at=now, version=circuit.version + 1
+        )
+        state = change.get("state", circuit.state)
+        if state != circuit.state:
+            transaction.on_commit(lambda: _log_change(circuit, change))
+    return state
 
 
 def _ensure(name: str) -> None:

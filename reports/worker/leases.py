@@ -56,6 +56,7 @@ class Claim:
     trace_id: str = ""
     traceparent: str = ""
     queued_since: datetime | None = None
+    probe: bool = False  # this attempt's call tests the provider's open circuit
 
     @property
     def age_at_start_s(self) -> float:
@@ -100,7 +101,8 @@ def claim_next_task(
         if task is None:
             return None
         number, epoch = task.attempt_count + 1, task.epoch + 1
-        if not circuit.admit(task.pk, epoch):
+        admitted = circuit.admit(task.pk, epoch)
+        if admitted is None:
             return None
         event = Task.objects.transition(
             task.pk,
@@ -143,6 +145,7 @@ def claim_next_task(
             trace_id=task.trace_id,
             traceparent=task.traceparent,
             queued_since=previous_end or task.created_at,
+            probe=admitted == breaker.PROBE,
         )
 
 

@@ -43,7 +43,7 @@ from reports.providers.base import (
 from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
 from reports.validation import settle_citations, validate_report
-from reports.worker import attempt_core, chunk_writes, plan_store
+from reports.worker import attempt_core, breaker, chunk_writes, plan_store
 from reports.worker import plan as planning
 from reports.worker.attempt_core import (
     Abandon,
@@ -119,6 +119,7 @@ class AttemptRun:
         self.done = 0  # the plan's calls finished, reused ones included
         self._unsent: list[Event] = []  # committed, not yet fanned out
         self._announcing: asyncio.Task | None = None  # fanning them out
+        self._probe_answered = False  # as the circuit's probe, told it the provider answered
 
     @property
     def task_id(self):
@@ -335,6 +336,11 @@ class AttemptRun:
                 item = _WAKE
         now = self.clock.monotonic()
         decisions = call.tick(now) if item is _WAKE else call.receive(item, now)
+        if self.claim.probe and call.answered and not self._probe_answered:
+            self._probe_answered = True  # the provider is back: let the queue go on
+            await threads.on_worker_thread(breaker.probe_answered)(
+                self.task_id, self.claim.epoch, self.clock
+            )
         if report and self.first_text_ms is None and call.first_text_at is not None:
             self.first_text_ms = round((call.first_text_at - self.started) * 1000, 1)
             log_event(log, "attempt.first_text", first_text_ms=self.first_text_ms)

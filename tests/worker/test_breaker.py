@@ -4,23 +4,25 @@ cooldown on an injected clock."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from datetime import timedelta
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection
 from django.test import Client
 from django.utils.timezone import localtime
 
+from reports import lifecycle
 from reports.clock import FakeClock
 from reports.models import CircuitState, ProviderCircuit, Task
 from reports.providers.base import ProviderError, Retry
 from reports.worker.leases import claim_next_task
 from reports.worker.retries import provider_down
 from reports.worker.supervisor import Supervisor
-from tests.providers.openai_server import OpenAIServer, error, point_at
+from tests.providers.openai_server import REPORT_PIECES, OpenAIServer, Reply, error, point_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -159,6 +161,35 @@ def test_a_task_whose_failure_opened_the_circuit_waits_whatever_attempts_it_used
     run_round([worker])
     assert statuses([task]) == ["succeeded"]
     assert len(openai_server.requests) == 3
+
+
+async def test_the_probe_closes_the_circuit_as_soon_as_the_provider_answers(
+    openai_server, make_task, settings
+):
+    settings.REPORTS_BREAKER_FAILURES = 1
+    # The probe's answer begins, then goes on for as long as a long report would.
+    openai_server.queue(
+        error(500, "Down."), Reply(text=REPORT_PIECES[:2], finish_reason=None, end="hang")
+    )
+    probe, other = [await sync_to_async(make_task)() for _ in range(2)]
+    clock = FakeClock()
+    worker = Supervisor(slots=2, clock=clock)
+    assert await worker.claim_and_start()
+    await worker.wait_for_attempts()
+    assert await worker.claim_and_start() is False  # open: the other task waits too
+
+    clock.advance(30)
+    assert await worker.claim_and_start()  # the probe
+    assert await asyncio.to_thread(openai_server.hanging.wait, 10)
+    for _ in range(200):  # bounded: the probe's worker writes the close right after headers
+        if (await ProviderCircuit.objects.aget(provider="openai")).is_closed:
+            break
+        await asyncio.sleep(0.05)
+    assert await worker.claim_and_start()  # the other task goes while the probe still runs
+    assert (await Task.objects.aget(pk=probe.pk)).status == "running"
+    assert await sync_to_async(lambda: lifecycle.cancel_task(Task.objects.get(pk=probe.pk)))()
+    await worker.wait_for_attempts()
+    assert (await Task.objects.aget(pk=other.pk)).status == "succeeded"
 
 
 @pytest.mark.usefixtures("worker_thread")
