@@ -22,7 +22,15 @@ from reports.providers.base import ProviderError, Retry
 from reports.worker.leases import claim_next_task
 from reports.worker.retries import provider_down
 from reports.worker.supervisor import Supervisor
-from tests.providers.openai_server import REPORT_PIECES, OpenAIServer, Reply, error, point_at
+from tests.helpers import wait_for
+from tests.providers.openai_server import (
+    KEY,
+    REPORT_PIECES,
+    OpenAIServer,
+    Reply,
+    error,
+    point_at,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -138,6 +146,45 @@ def test_an_outage_costs_a_handful_of_calls_and_every_task_waits_then_succeeds(
         "circuit.closed",
     ]
     assert Client().get("/readyz").json()["provider"]["circuit"] in ("closed", "open")
+
+
+def test_worker_processes_share_one_circuit(openai_server, make_task, spawn_worker):
+    """Real `reportworker` processes, so the cooldown runs on real time (one second)."""
+    go_down(openai_server)
+    tasks = [make_task() for _ in range(TASKS)]
+    environment = {
+        "REPORTS_PROVIDER": "openai",
+        "OPENAI_BASE_URL": openai_server.base_url,
+        "OPENAI_API_KEY": KEY,
+        "REPORTS_MODEL": "test-model",
+        "REPORTS_MODEL_PRICE": "1,4,0.5",
+        "REPORTS_BREAKER_COOLDOWN_S": "1",
+        # Three processes starting at once on a busy machine can take longer than the
+        # fixture's 2 s lease to read their first document: a reap then would blame it.
+        "REPORTS_LEASE_S": "10",
+    }
+    for _ in range(WORKERS):
+        spawn_worker(slots=SLOTS, **environment)
+
+    # Down until a probe has failed: the circuit opened twice.
+    wait_for(
+        lambda: ProviderCircuit.objects.filter(provider="openai", opened_total__gte=2).exists(),
+        "a probe to fail",
+    )
+    down_calls = len(openai_server.requests)
+    come_back(openai_server)
+    wait_for(
+        lambda: (
+            Task.objects.filter(pk__in=[t.pk for t in tasks], status="succeeded").count() == TASKS
+        ),
+        "every task to succeed",
+    )
+    found = circuit()
+    probes = found.opened_total  # each opening was followed by one probe, the last succeeded
+    assert down_calls <= 5 + WORKERS * SLOTS + probes
+    assert len(openai_server.requests) <= down_calls + 1 + TASKS
+    assert found.state == CircuitState.CLOSED
+    assert statuses(tasks) == ["succeeded"] * TASKS
 
 
 @pytest.mark.usefixtures("worker_thread")
