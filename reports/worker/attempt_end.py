@@ -75,6 +75,7 @@ def write_end(
     outcome = breaker.after_attempt(
         record.task_id,
         record.epoch,
+        record.number,
         outcome,
         called=record.provider_called,
         answered=record.answered,

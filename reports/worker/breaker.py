@@ -138,17 +138,27 @@ def verdict(outcome: Outcome, *, called: bool, answered: bool) -> str | None:
 
 
 def after_attempt(
-    task_id, epoch: int, outcome: Outcome, *, called: bool, answered: bool, clock=None
+    task_id,
+    epoch: int,
+    attempt: int,
+    outcome: Outcome,
+    *,
+    called: bool,
+    answered: bool,
+    clock=None,
 ) -> Outcome:
-    """Tell the circuit how an attempt's call went; return how the attempt ends.
+    """Tell the circuit how attempt number `attempt` went; return how the attempt ends.
 
-    A call that failed for the provider's own reasons while the circuit is open (this
-    failure opened it, or it was the probe) leaves its task queued, waiting for the
-    circuit, whatever attempts it used (`RetryPolicy.while_provider_down`).
+    A call that failed for the provider's own reasons leaves its task queued, waiting,
+    whatever attempts it used (`RetryPolicy.while_provider_down`), when the provider looks
+    down: its circuit is open (this failure opened it, or it was the probe), or every call
+    since this task's first attempt failed for the provider's own reasons (no call of any
+    task was answered meanwhile), so the circuit will open before long. A task whose calls
+    alone keep failing, while others are answered, ends by the retry table.
     """
     said = verdict(outcome, called=called, answered=answered)
-    state = _record(task_id, epoch, said, clock)
-    if said == FAULT and state != CircuitState.CLOSED:
+    state, failures = _record(task_id, epoch, said, clock)
+    if said == FAULT and (state != CircuitState.CLOSED or failures >= attempt):
         return RetryPolicy.from_settings().while_provider_down(outcome)
     return outcome
 
@@ -159,29 +169,29 @@ def probe_answered(task_id, epoch: int, clock=None) -> None:
     _record(task_id, epoch, ANSWERED, clock)
 
 
-def _record(task_id, epoch: int, said: str | None, clock) -> str:
-    """Apply what a call said of the provider; return the circuit's state after it."""
+def _record(task_id, epoch: int, said: str | None, clock) -> tuple[str, int]:
+    """Apply what a call said of the provider; return the circuit's state and its
+    failures in a row after it."""
     now = _now(clock)
     name = provider_name()
     seen = ProviderCircuit.objects.filter(provider=name).first()
     if said != FAULT and (seen is None or _change(seen, said, task_id, epoch, now) is None):
         # The common end: nothing to change, and no write lock taken.
-        return CircuitState.CLOSED if seen is None else seen.state
+        return (CircuitState.CLOSED, 0) if seen is None else (seen.state, seen.failures)
     _ensure(name)
     with transaction.atomic():
         # The row lock (PostgreSQL; SQLite's IMMEDIATE transaction takes the whole file)
         # keeps the workers' counts from overwriting each other.
         circuit = ProviderCircuit.objects.select_for_update().get(provider=name)
-        change = _change(circuit, said, task_id, epoch, now)
-        if change is None:
-            return circuit.state
-        ProviderCircuit.objects.filter(provider=name).update(
-            **change, changed_at=now, version=circuit.version + 1
-        )
+        change = _change(circuit, said, task_id, epoch, now) or {}
+        if change:
+            ProviderCircuit.objects.filter(provider=name).update(
+                **change, changed_at=now, version=circuit.version + 1
+            )
         state = change.get("state", circuit.state)
         if state != circuit.state:
             transaction.on_commit(lambda: _log_change(circuit, change))
-    return state
+    return state, change.get("failures", circuit.failures)
 
 
 def _ensure(name: str) -> None:

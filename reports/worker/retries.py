@@ -68,6 +68,8 @@ class RetryPolicy:
         provider's circuit is open (this failure opened it, or it was the probe): the task
         waits, queued whatever attempts it used, for the circuit to let a call through
         again; its deadline still ends it (docs/providers.md)."""
+        if outcome.status == Status.QUEUED:  # a retry as the table has it: its wait stands
+            return outcome
         return dataclasses.replace(outcome, status=Status.QUEUED, retry_after_s=0.0, plain=False)
 
     def after_lost_worker(self, *, task_status: str, attempt: int) -> str:

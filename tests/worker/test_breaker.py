@@ -22,7 +22,7 @@ from reports.providers.base import ProviderError, Retry
 from reports.worker.leases import claim_next_task
 from reports.worker.retries import provider_down
 from reports.worker.supervisor import Supervisor
-from tests.helpers import wait_for
+from tests.helpers import ScriptedProvider, wait_for, whole_report
 from tests.providers.openai_server import (
     KEY,
     REPORT_PIECES,
@@ -237,6 +237,33 @@ async def test_the_probe_closes_the_circuit_as_soon_as_the_provider_answers(
     assert await sync_to_async(lambda: lifecycle.cancel_task(Task.objects.get(pk=probe.pk)))()
     await worker.wait_for_attempts()
     assert (await Task.objects.aget(pk=other.pk)).status == "succeeded"
+
+
+@pytest.mark.usefixtures("worker_thread")
+def test_a_task_whose_calls_alone_fail_while_others_are_answered_ends_by_the_retry_table(
+    make_task, settings
+):
+    unlucky = make_task()
+    others = [make_task() for _ in range(3)]
+
+    async def script(request, clock):
+        if request.task_id == str(unlucky.pk):
+            raise ProviderError("provider_error", "500", retry=Retry.RETRYABLE, status_code=500)
+        async for item in whole_report(request, clock):
+            yield item
+
+    clock = FakeClock()
+    worker = Supervisor(slots=2, clock=clock, provider=ScriptedProvider(script, clock))
+    while run_round([worker]):
+        pass
+    unlucky.refresh_from_db()
+    assert (unlucky.status, unlucky.error_type, unlucky.attempt_count) == (
+        "failed",
+        "provider_error",
+        settings.REPORTS_MAX_ATTEMPTS,
+    )
+    assert statuses(others) == ["succeeded"] * 3
+    assert ProviderCircuit.objects.get(provider=settings.REPORTS_PROVIDER).is_closed
 
 
 @pytest.mark.usefixtures("worker_thread")
