@@ -31,7 +31,8 @@ def cooldown_s(trips: int) -> float:
     """Return how long the circuit stays open after its `trips`-th opening in a row:
     REPORTS_BREAKER_COOLDOWN_S, doubled with each failed probe, at most ten minutes."""
     base = settings.REPORTS_BREAKER_COOLDOWN_S
-    return min(base * 2 ** max(0, trips - 1), max(base, COOLDOWN_CAP_S))
+    doublings = min(max(0, trips - 1), 30)  # past the cap long before; a float stays finite
+    return min(base * 2**doublings, max(base, COOLDOWN_CAP_S))
 
 
 class CircuitQuerySet(models.QuerySet):

@@ -18,6 +18,7 @@ from django.utils.timezone import localtime
 from reports import lifecycle
 from reports.clock import FakeClock
 from reports.models import CircuitState, ProviderCircuit, Task
+from reports.models.breaker import cooldown_s
 from reports.providers.base import ProviderError, Retry
 from reports.worker.leases import claim_next_task
 from reports.worker.retries import provider_down
@@ -358,3 +359,10 @@ def test_concurrent_claimers_take_one_probe(make_task, settings):
 )
 def test_what_counts_against_the_circuit(error, text_arrived, counts):
     assert provider_down(error, text_arrived=bool(text_arrived)) is bool(counts)
+
+
+@pytest.mark.parametrize(
+    ("trips", "seconds"), [(1, 30), (2, 60), (3, 120), (5, 480), (6, 600), (5000, 600)]
+)
+def test_the_cooldown_doubles_with_each_failed_probe_up_to_ten_minutes(trips, seconds):
+    assert cooldown_s(trips) == seconds
