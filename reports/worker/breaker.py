@@ -15,7 +15,9 @@ be claimed (`gate`):
   that ended without saying either (a cancel, a document that could not be read, a lost
   worker) lets the next claim probe at once.
 
-Each change of state is written by one conditional update and logged once, when it commits.
+A call's verdict is written under the row's lock, the probe taken by a conditional update on
+the row's version; each change of state is logged once, by the worker whose write made it,
+when it commits.
 Instants come from the worker's clock when it has one of its own (`Clock.wall`: tests), else
 from the database's clock.
 """
@@ -47,10 +49,6 @@ def _now(clock: Clock | None):
     """Return now as the circuit's instants are kept: the clock's, else the database's."""
     wall = clock.wall() if clock is not None else None
     return wall if wall is not None else Now()
-
-
-def _plus(now, seconds: float):
-    return now + timedelta(seconds=seconds)
 
 
 def _past_deadline() -> dict:
@@ -244,7 +242,7 @@ def _opened(circuit: ProviderCircuit, failures: int, *, trips: int, now) -> dict
         "failures": failures,
         "trips": trips,
         "opened_total": circuit.opened_total + 1,
-        "retry_at": _plus(now, cooldown_s(trips)),
+        "retry_at": now + timedelta(seconds=cooldown_s(trips)),
         "probe_task_id": None,
         "probe_epoch": None,
     }
