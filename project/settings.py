@@ -358,6 +358,10 @@ REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1
 # A stream that keeps repeating itself is stopped: failed / degenerate_output.
 REPORTS_STOP_LOOPS = env_bool("REPORTS_STOP_LOOPS", True)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
+# The provider's circuit (docs/providers.md): calls in a row failed for the provider's own
+# reasons that open it, and the seconds before its first probe (doubling, at most 10 min).
+REPORTS_BREAKER_FAILURES = env_int("REPORTS_BREAKER_FAILURES", 5, minimum=1)
+REPORTS_BREAKER_COOLDOWN_S = env_number("REPORTS_BREAKER_COOLDOWN_S", 30, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
 # SIGTERM on a web process: how long open streams get to close before it stops
 # (reports/serving/stopping.py).

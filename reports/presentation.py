@@ -27,6 +27,7 @@ from reports.models import (
     Attempt,
     CostStatus,
     ErrorType,
+    ProviderCircuit,
     SourcePassage,
     Status,
     Task,
@@ -154,6 +155,9 @@ def _queued_detail(task: Task, state: TaskState) -> str:
     position = task.queue_position()
     if position is None:  # claimed since the task was read: it is on its way
         return "starting now"
+    circuit = ProviderCircuit.objects.current()
+    if circuit is not None and not circuit.is_closed:  # it waits for the provider
+        return wording.provider_unavailable(circuit.next_try_at)
     wait = estimated_wait_s(task.lane, position)
     line = wording.place_in_line(position)
     line += f", estimated wait {duration_words(wait)}" if wait is not None else ""

@@ -7,6 +7,10 @@ pages show the same words, so a failure reads alike wherever it is read.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.utils.timezone import localtime
+
 from reports.states import PROVIDER_FAILURES, ErrorType
 
 # Why a task ended without a report, in plain words: (short, for the status line; long).
@@ -94,6 +98,14 @@ UNKNOWN_OUTCOME = (
     "Outcome unknown — needs an admin. The provider may or may not have finished the "
     "request; an admin will check with the provider and resolve this task."
 )
+
+
+def provider_unavailable(next_try_at: datetime | None) -> str:
+    """Say why a queued task waits while the provider's circuit is open (docs/providers.md),
+    and when the provider is tried next; None: a probe is trying it now."""
+    if next_try_at is None:
+        return "The provider is unavailable; trying it again now"
+    return f"The provider is unavailable; next try at {localtime(next_try_at):%H:%M:%S}"
 
 
 def ordinal(n: int) -> str:

@@ -45,7 +45,7 @@ from reports.providers.base import (
 from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
 from reports.validation import settle_citations, validate_report
-from reports.worker import attempt_core, chunk_writes, plan_store
+from reports.worker import attempt_core, breaker, chunk_writes, plan_store
 from reports.worker import plan as planning
 from reports.worker.attempt_core import (
     Abandon,
@@ -127,6 +127,7 @@ class AttemptRun:
         self._label = ""  # the plan's latest progress label
         self._unsent: list[Event] = []  # committed, not yet fanned out
         self._announcing: asyncio.Task | None = None  # fanning them out
+        self._probe_answered = False  # as the circuit's probe, told it the provider answered
 
     @property
     def task_id(self):
@@ -365,6 +366,11 @@ class AttemptRun:
                 item = _WAKE
         now = self.clock.monotonic()
         decisions = call.tick(now) if item is _WAKE else call.receive(item, now)
+        if self.claim.probe and call.answered and not self._probe_answered:
+            self._probe_answered = True  # the provider is back: let the queue go on
+            await threads.on_worker_thread(breaker.probe_answered)(
+                self.task_id, self.claim.epoch, self.clock
+            )
         if report and self.first_text_ms is None and call.first_text_at is not None:
             self.first_text_ms = round((call.first_text_at - self.started) * 1000, 1)
             log_event(log, "attempt.first_text", first_text_ms=self.first_text_ms)
@@ -598,7 +604,10 @@ class AttemptRun:
     async def _end(self, outcome: Outcome, **task_fields) -> None:
         """Write the attempt's end and the task's new status in one transaction."""
         await self._announced()
-        if await threads.on_worker_thread(write_end)(self.record(), outcome, **task_fields) is None:
+        ended = await threads.on_worker_thread(write_end)(
+            self.record(), outcome, clock=self.clock, **task_fields
+        )
+        if ended is None:
             raise LeaseLost(self.task_id)
 
     def record(self) -> AttemptRecord:

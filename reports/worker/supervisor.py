@@ -66,7 +66,7 @@ class Supervisor:
         """Claim one task and start running it; return whether work was found."""
         if len(self.running) + self.spare.lent >= self.slots or self._stopping:
             return False
-        claim = await on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes)
+        claim = await on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes, self.clock)
         if claim is None:
             return False
         await broadcast.publish(claim.events)
