@@ -185,22 +185,6 @@ class DatabaseCollector:
         yield leases
         yield from _provider_gauges()
 
-
-def _provider_gauges():
-    """The provider's calls at once: the limit the workers keep to, and those under way."""
-    limit = concurrency.limit()
-    limit_gauge = GaugeMetricFamily(
-        "reportline_provider_concurrency_limit",
-        "Calls the provider is given at once (setting, server slots, adaptive); -1: no limit.",
-    )
-    limit_gauge.add_metric([], -1 if limit is None else limit)
-    yield limit_gauge
-    in_flight = GaugeMetricFamily(
-        "reportline_provider_calls_in_flight", "Calls under way at the provider."
-    )
-    in_flight.add_metric([], concurrency.in_flight())
-    yield in_flight
-
     def _circuit(self):
         """The provider's circuit (docs/providers.md): its state, its failures in a row,
         and how often it opened."""
@@ -229,6 +213,22 @@ def _provider_gauges():
         )
         opened.add_metric([name], 0 if circuit is None else circuit.opened_total)
         yield opened
+
+
+def _provider_gauges():
+    """The provider's calls at once: the limit the workers keep to, and those under way."""
+    limit = concurrency.limit()
+    limit_gauge = GaugeMetricFamily(
+        "reportline_provider_concurrency_limit",
+        "Calls the provider is given at once (setting, server slots, adaptive); -1: no limit.",
+    )
+    limit_gauge.add_metric([], -1 if limit is None else limit)
+    yield limit_gauge
+    in_flight = GaugeMetricFamily(
+        "reportline_provider_calls_in_flight", "Calls under way at the provider."
+    )
+    in_flight.add_metric([], concurrency.in_flight())
+    yield in_flight
 
 
 def _by_lane(queryset, lane_field: str = "lane") -> dict[str, int]:
