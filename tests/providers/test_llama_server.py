@@ -184,8 +184,9 @@ def run_one_task(make_task, server: LlamaServer, content: str):
     return task, attempt, counted(server, before)
 
 
-@pytest.mark.django_db
-@pytest.mark.usefixtures("worker_thread")
+# Its writes commit, as a worker's do (run inside one test transaction on PostgreSQL,
+# the attempt ended lease_lost a few seconds into its call).
+@pytest.mark.django_db(transaction=True)
 def test_a_task_ends_truly_charged_what_the_server_counted_and_settles_free(on_smollm2, make_task):
     # Left alone, SmolLM2 writes on to the cap here: the report ends cut, stream_truncated.
     task, attempt, server = run_one_task(make_task, on_smollm2, SHORT)
@@ -195,8 +196,9 @@ def test_a_task_ends_truly_charged_what_the_server_counted_and_settles_free(on_s
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.django_db
-@pytest.mark.usefixtures("worker_thread")
+# Its writes commit, as a worker's do (run inside one test transaction on PostgreSQL,
+# the attempt ended lease_lost a few seconds into its call).
+@pytest.mark.django_db(transaction=True)
 def test_a_document_twice_the_window_is_read_whole_and_its_free_task_ends_truly(
     on_bounded_smollm2, make_task, settings
 ):
