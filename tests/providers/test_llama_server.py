@@ -3,9 +3,10 @@ SmolLM2-135M-Instruct (tests/providers/llama_server.py). Every count is checked 
 server's own counters (`/metrics`) and every stop against its slots (`/slots`); the
 dialect it shows is written down in docs/providers-tested.md.
 
-The model reads about 50 to 150 prompt tokens a second on two busy cores and writes about
-20: the tests ask for few tokens, and one server (two slots of 2,048 tokens) serves them
-all.
+The model reads about 25 to 150 prompt tokens a second on two busy cores and writes 20 to
+90: the tests ask for few tokens. One server (two slots of 2,048 tokens) serves them all
+but the read of a long document, whose server bounds every answer by a grammar so that
+each part's notes end (`llama_server.BULLETS`).
 """
 
 from __future__ import annotations
