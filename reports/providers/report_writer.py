@@ -101,6 +101,16 @@ _BOILERPLATE = re.compile(
     r"|all rights reserved|public domain|\bwarrant(?:y|ies)\b|\(c\)|\u00a9",
     re.IGNORECASE,
 )
+# A labelled notice ("NOTE: This option is reset when ..."): when its label opens this many
+# sentences of a document, it is the document's boilerplate, never its summary.
+_NOTICE = re.compile(r"^\W*(note|notes|warning|caution|important|tip|hint|remark)\b\s*[:!-]", re.I)
+REPEATED_NOTICES = 3
+# Two sentences that share this share of their terms say the same thing once.
+NEAR_DUPLICATE = 0.7
+# A sentence with a shell or script mark in it ("... by the # update-mime-database
+# command"), a prompt or an operator, was read out of code; "the # of" is still prose.
+_CODE_MARK = re.compile(r"(?:^|\s)(?:#\s+\w+[-_/]\w|(?:\$|>>>|//)\s)|\s(?:&&|\|\|)\s")
+_BRACKETS = {")": "(", "]": "[", "}": "{", "\u201d": "\u201c", "\u2019": "\u2018"}
 # Sections whose sentences are all such words.
 _LEGAL_HEADING = re.compile(r"licen[cs]|copyright|copying|legal|warranty|disclaimer", re.I)
 # A function reference's lines: a labelled field ("Returns: ..."), or a sentence naming
@@ -201,6 +211,7 @@ def write_report(
             for i, doc in enumerate(documents)
         ]
     sentences = [s for doc in parsed for s in doc.sentences]
+    _mark_repeated_notices(sentences)
     frequencies = Counter(w for s in sentences for w in s.words if _is_term(w))
     focus = {w for w in _words(instructions) if _is_term(w)}
     _score(sentences, frequencies, focus)
@@ -356,6 +367,7 @@ def _parse(
     code_line = ""  # the last line of the latest code block
     # In a function reference: from a signature up to the next heading.
     reference = False
+    seen_text = False  # only the first line of text may be a title line
 
     def close_block() -> None:
         if block:
@@ -391,8 +403,9 @@ def _parse(
                 section, reference = heading, False
             continue
         if raw.strip():
-            if not doc.title_line and not doc.headings and _reads_like_title(raw):
+            if not seen_text and not doc.headings and _reads_like_title(raw):
                 doc.title_line = _plain(raw)
+            seen_text = True
             if not block and passage_ids is not None:
                 passage = passage_ids[number]
             block.append(raw)
@@ -420,13 +433,26 @@ def _mark_reference_chapters(doc: _Document) -> None:
 
 
 def _reads_like_title(line: str) -> bool:
+    """Tell whether a first line reads as a title: short, not a sentence, its words
+    capitalised (small words aside) or all in capitals."""
     text = _plain(line)
+    words = _WORD.findall(text)
     return (
         bool(_TITLE_LIKE.fullmatch(text))
         and len(text.split()) <= TITLE_WORDS
         and not text.endswith((".", ",", ";", ":"))
         and " | " not in line
+        and bool(words)
+        and all(w[0].isupper() or w.lower() in STOP_WORDS for w in words)
+        and words[0][0].isupper()
     )
+
+
+def _humanised(name: str) -> str:
+    """Return a file name as a title: no extension, words apart, the first capitalised."""
+    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", name.strip())
+    stem = re.sub(r"(?<=[^\W\d_])[-_]+(?=[^\W\d_])|_+", " ", stem).strip() or name
+    return stem[:1].upper() + stem[1:]
 
 
 def _plain_words(text: str) -> list[str]:
@@ -499,7 +525,56 @@ def _is_prose(text: str, words: list[str]) -> bool:
         and len(_plain_words(text)) >= MIN_PROSE_WORD_SHARE * len(tokens)
         and not _FIELD_LABEL.match(text)
         and len(set(_UNDERSCORED.findall(text))) <= MAX_PROSE_IDENTIFIERS
+        and not _CODE_MARK.search(text)
+        and _balanced(text)
     )
+
+
+def _balanced(text: str) -> bool:
+    """Tell whether every bracket and quote the sentence opens it also closes.
+
+    A sentence cut out of a longer one ("...(as a NUL-terminated string.") is not whole.
+    An apostrophe inside a word is no quote.
+    """
+    if text.count('"') % 2:
+        return False
+    stack: list[str] = []
+    for i, ch in enumerate(text):
+        if ch == "\u2019" and 0 < i < len(text) - 1 and text[i - 1].isalnum():
+            continue  # an apostrophe inside a word
+        if ch in "([{\u201c\u2018":
+            stack.append(ch)
+        elif ch in _BRACKETS and (not stack or stack.pop() != _BRACKETS[ch]):
+            return False
+    return not stack
+
+
+def _mark_repeated_notices(sentences: list[_Sentence]) -> None:
+    """Mark as boilerplate the notices whose label opens many sentences of a document."""
+    labels = Counter(
+        (s.doc, found[1].casefold()) for s in sentences if (found := _NOTICE.match(s.text))
+    )
+    for s in sentences:
+        found = _NOTICE.match(s.text)
+        if found and labels[s.doc, found[1].casefold()] >= REPEATED_NOTICES:
+            s.boilerplate, s.prose = True, False
+
+
+def _unlike(sentences: list[_Sentence], said: list[_Sentence] = ()) -> list[_Sentence]:
+    """Return the sentences, in their order, without those that say what an earlier one
+    (or one of `said`) says: the same terms, mostly."""
+    kept: list[_Sentence] = []
+    seen = [{w for w in s.words if _is_term(w)} for s in said]
+    for s in sentences:
+        terms = {w for w in s.words if _is_term(w)}
+        if any(
+            terms and len(terms & other) >= NEAR_DUPLICATE * min(len(terms), len(other))
+            for other in seen
+        ):
+            continue
+        seen.append(terms)
+        kept.append(s)
+    return kept
 
 
 def _score(sentences: list[_Sentence], frequencies: Counter[str], focus: set[str]) -> None:
@@ -565,12 +640,12 @@ def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
     # sentences only when it has too little prose.
     sentences = [s for s in sentences if not s.boilerplate]
     count = min(5, max(3, len(sentences) // 6))
-    prose = _distinct(_ranked([s for s in sentences if s.prose]))
+    prose = _unlike(_distinct(_ranked([s for s in sentences if s.prose])))
     if len(prose) >= count:
         return _in_order(prose[:count])
     said = {_same(s) for s in prose}
     rest = [s for s in _distinct(_ranked(sentences)) if _same(s) not in said and _ends(s)]
-    return _in_order((prose + rest)[:count])
+    return _in_order(_unlike(prose + rest)[:count])
 
 
 def _ends(s: _Sentence) -> bool:
@@ -599,6 +674,7 @@ def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_
     pool = [s for s in sentences if s.prose] or [s for s in sentences if not s.boilerplate]
     said = {_same(s) for s in summary}
     rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and _same(s) not in said]
+    rest = _unlike(rest, summary)
     # One point per section first, so the points cover the document, not one passage.
     chosen: list[_Sentence] = []
     seen: set[tuple[int, str]] = set()
@@ -627,7 +703,7 @@ def _title(docs: list[_Document]) -> str:
         return "Analysis report"
     if len(docs) == 1:
         doc = docs[0]
-        return _cut(_doc_title(doc) or doc.name, TITLE_CHARS)
+        return _cut(_doc_title(doc) or _humanised(doc.name), TITLE_CHARS)
     # Several documents: a heading names one best, else its file name (a first line
     # of plain text is usually the start of a sentence).
     names = "; ".join(_doc_title(d) if d.headings else d.name for d in docs)
