@@ -24,7 +24,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reports.providers import table_facts
 from reports.providers.base import SourceDocument
+from reports.providers.table_facts import Table
 
 TITLE_CHARS = 80
 SENTENCE_CHARS = 400
@@ -35,6 +37,9 @@ MAX_HEADING_DEPTH = 6  # across all documents, so the report stays well under it
 INSTRUCTIONS_CHARS = 4000
 KEY_TERMS = 10
 KEY_POINTS = 5
+TABLES_LISTED = 5
+# How a plan's notes say what a table holds, so that the report from notes lists it too.
+TABLE_NOTE = "**Table:** "
 NOTES_PER_PART = 8  # bullets in the notes on one part
 NOTES_COMBINED = 12  # bullets kept when notes are combined
 MIN_SENTENCE_WORDS = 4
@@ -181,6 +186,8 @@ class _Document:
     headings: list[_Heading] = field(default_factory=list)
     sentences: list[_Sentence] = field(default_factory=list)
     title_line: str = ""
+    # What its tables hold: Table, or a note's bullet as written (from notes).
+    tables: list[Table | str] = field(default_factory=list)
     # The document's paragraphs as lists of words, for the key terms' weights.
     paragraph_words: list[list[str]] = field(default_factory=list)
 
@@ -216,10 +223,11 @@ def write_report(
     focus = {w for w in _words(instructions) if _is_term(w)}
     _score(sentences, frequencies, focus)
     _rank_central(sentences, focus)
+    tables = [table for doc in parsed for table in doc.tables]
     if purpose == "notes":
-        return _notes_text(sentences, NOTES_PER_PART, passages, max_tokens)
+        return _notes_text(sentences, tables, NOTES_PER_PART, passages, max_tokens)
     if purpose == "combine":
-        return _notes_text(sentences, NOTES_COMBINED, passages, max_tokens)
+        return _notes_text(sentences, tables, NOTES_COMBINED, passages, max_tokens)
 
     summary = _pick_summary(sentences)
     points = _pick_points(sentences, summary)
@@ -230,6 +238,7 @@ def write_report(
         f"# {_escape(_title(titled if from_notes else parsed))}",
         "## Summary\n\n" + _summary_text(summary, parsed) + _cut_note(documents),
         "## Key points\n\n" + _points_text(points, parsed),
+        *(["## Tables\n\n" + _tables_text(tables)] if tables else []),
         "## Key terms\n\n" + _terms_text(parsed),
     ]
     if not from_notes:
@@ -246,8 +255,11 @@ def _parse_passages(passages: Sequence) -> list[_Document]:
         lines: list[str] = []
         ids: list[str] = []
         for passage in group:
-            # A blank line between passages: no paragraph, so no sentence, spans two.
-            piece = ([""] if lines else []) + _clean_text(passage.text).splitlines()
+            # A blank line between passages: no paragraph, so no sentence, spans two; a
+            # table does, so that its rows are read as one table.
+            piece = _clean_text(passage.text).splitlines()
+            if lines and not (piece and table_facts.rows_of([lines[-1], piece[0]])):
+                piece.insert(0, "")
             lines += piece
             ids += [passage.id] * len(piece)
         docs.append(_parse(index, name, lines, ids))
@@ -266,6 +278,9 @@ def _parse_notes(notes: Sequence[str]) -> _Document:
             if not (match := _BULLET.match(line)):
                 continue
             markdown = match.group(1)
+            if markdown.startswith(TABLE_NOTE):
+                doc.tables.append(markdown.removeprefix(TABLE_NOTE))
+                continue
             plain = _MARKDOWN_ESCAPE.sub(r"\1", _CITATIONS.sub("", markdown)).strip()
             if words := _words(plain):
                 doc.words += len(words)
@@ -286,19 +301,24 @@ def _parse_notes(notes: Sequence[str]) -> _Document:
 
 
 def _notes_text(
-    sentences: list[_Sentence], limit: int, passages: Sequence, max_tokens: int | None
+    sentences: list[_Sentence],
+    tables: list[Table | str],
+    limit: int,
+    passages: Sequence,
+    max_tokens: int | None,
 ) -> str:
-    """Return the most central sentences as bullets, the most central first, as many as
-    `limit` and `max_tokens` allow (the first one always)."""
+    """Return what the tables hold, then the most central sentences as bullets, the most
+    central first, as many as `limit` and `max_tokens` allow (the first one always)."""
     ranked = _distinct(_ranked([s for s in sentences if not s.boilerplate]))
     chosen = [s for s in ranked if s.prose] or [s for s in ranked if _ends(s)] or ranked
-    if not chosen:
+    if not chosen and not tables:
         where = f" in {passages[0].id} to {passages[-1].id}" if passages else ""
         return f"- No running sentences{where}.\n"
+    table_bullets = [f"- {TABLE_NOTE}{_table(t)}" for t in tables[:TABLES_LISTED]]
     bullets: list[str] = []
     used = 0
-    for sentence in chosen[:limit]:
-        bullet = f"- {_sentence(sentence)}\n"
+    for bullet in [*table_bullets, *(f"- {_sentence(s)}" for s in chosen[:limit])]:
+        bullet += "\n"
         used += len(tokenize(bullet))
         if bullets and max_tokens is not None and used > max_tokens:
             break
@@ -369,8 +389,14 @@ def _parse(
     reference = False
     seen_text = False  # only the first line of text may be a title line
 
+    caption = ""  # the block before, when it reads as a table's caption
+
     def close_block() -> None:
+        nonlocal caption
         if block:
+            if rows := table_facts.rows_of(block):
+                doc.tables.append(Table(rows, caption, passage))
+            caption = _one_line(" ".join(block)) if table_facts.is_caption(block[0]) else ""
             if any(_ANY_WORD.search(line) for line in block):
                 doc.paragraphs += 1
                 doc.paragraph_words.append(_plain_words(" ".join(block)))
@@ -800,6 +826,21 @@ def _structure_text(docs: list[_Document]) -> str:
             f"{_count(len(headings), 'heading') if headings else 'no headings'}"
         )
         lines.extend(_heading_tree(headings, max(3, MAX_HEADINGS_LISTED // len(docs))))
+    return "\n".join(lines)
+
+
+def _table(table: Table | str) -> str:
+    """Return what a table holds, ending with its citation; a note's bullet as written."""
+    if isinstance(table, str):
+        return table
+    text = _escape(table_facts.describe(table))
+    return f"{text} [{table.passage}]" if table.passage else text
+
+
+def _tables_text(tables: list[Table | str]) -> str:
+    lines = [f"- {_table(t)}" for t in tables[:TABLES_LISTED]]
+    if len(tables) > TABLES_LISTED:
+        lines.append(f"- And {_count(len(tables) - TABLES_LISTED, 'more table')}.")
     return "\n".join(lines)
 
 
