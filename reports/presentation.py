@@ -264,6 +264,9 @@ def page_context(task: Task) -> dict[str, Any]:
         "seq": state.seq,
         "snapshot": snapshot(state),
         "terminal": state.ended,
+        # Where reports are written, so that the page says what a lost connection means:
+        # the web server's own worker stops with it; workers of their own go on.
+        "worker": "embedded" if settings.REPORTS_EMBEDDED_WORKER else "separate",
     }
     context.update(outcome_context(task, state))
     context["status"] = status_context(task, state, has_text=bool(state.text))

@@ -118,6 +118,15 @@ def test_queued_task_page_has_the_hooks(alice_client):
     assert_no_inline_code(html)
 
 
+@pytest.mark.parametrize(("embedded", "worker"), [(True, "embedded"), (False, "separate")])
+def test_the_page_knows_where_its_report_is_written(alice_client, settings, embedded, worker):
+    # So that a lost connection says the truth: an embedded worker stops with the server.
+    settings.REPORTS_EMBEDDED_WORKER = embedded
+    task = task_of(submit(alice_client))
+    html = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    assert f'data-worker="{worker}"' in html
+
+
 def test_succeeded_task_page_shows_the_rendered_report_and_download(alice_client, worker):
     task = task_of(submit(alice_client))
     run_all(worker)
