@@ -115,7 +115,9 @@ function start(root) {
     if (INCOMPLETE.includes(value)) {
       coalescer.flush();
       if (retryForm) {
-        retryForm.hidden = false;
+        // Offered only where running the same documents again can help (data-remedy).
+        const remedy = root.querySelector("[data-incomplete]")?.dataset.remedy;
+        retryForm.hidden = remedy !== "retry";
       }
     }
     if (status.ended) {
