@@ -82,6 +82,7 @@ def plan(task_ids: list[str]) -> dict:
             "attempt": attempt.number if attempt else 0,
             "text": attempt.text if attempt else "",
             "before_generate_ms": stages.get("parse", 0.0) + stages.get("prepare", 0.0),
+            "parse_ms": stages.get("parse"),
             "calls": [
                 [call.key, call.status, call.attempt_number, call.duration_ms, call.error_type]
                 for call in task.plan_calls.order_by("position")

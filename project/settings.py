@@ -101,8 +101,12 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
-# request id, version
-MIDDLEWARE.insert(0, "reports.observability.middleware.RequestContextMiddleware")
+# request id, version; then no cache keeps an answer, and no NUL reaches a view
+MIDDLEWARE[0:0] = [
+    "reports.observability.middleware.RequestContextMiddleware",
+    "reports.serving.middleware.NoStoreMiddleware",
+    "reports.serving.middleware.RefuseNulMiddleware",
+]
 
 ROOT_URLCONF = "project.urls"
 ASGI_APPLICATION = "project.asgi.application"
@@ -346,6 +350,8 @@ REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = env_number(
 )
 REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
 REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1)
+# A stream that keeps repeating itself is stopped: failed / degenerate_output.
+REPORTS_STOP_LOOPS = env_bool("REPORTS_STOP_LOOPS", True)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
 # SIGTERM on a web process: how long open streams get to close before it stops

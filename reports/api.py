@@ -146,7 +146,7 @@ def tasks(request: HttpRequest, user) -> JsonResponse:
 
 
 def create_task(request: HttpRequest, user) -> JsonResponse:
-    submission = submission_form.read_submission(request)
+    submission = submission_form.read_submission(request, user)
     # With reuse=1, an earlier report of the same documents is offered at once, reserving
     # nothing; without it a new task is always created (docs/api.md).
     earlier = submissions.earlier_result(user, submission)

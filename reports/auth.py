@@ -12,7 +12,6 @@ from django.db import OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.middleware.csrf import CsrfViewMiddleware
-from django.utils.cache import patch_cache_control
 from django.views.decorators.csrf import csrf_exempt
 
 from reports import upload_limits
@@ -96,16 +95,14 @@ def check_content_length(request: HttpRequest) -> None:
 
 
 def api_view(methods: set[str]) -> Callable:
-    """Make a JSON view: allowed methods, authentication, every error answered as JSON, and
-    no answer kept by any cache (each is one user's private data)."""
+    """Make a JSON view: allowed methods, authentication, every error answered as JSON.
+    (No cache keeps an answer: `reports.serving.middleware` marks every one `no-store`.)"""
 
     def decorate(view):
         @csrf_exempt  # checked in authenticate(), for session callers only
         @wraps(view)
         def wrapper(request, *args, **kwargs):
-            response = _answer(view, methods, request, *args, **kwargs)
-            patch_cache_control(response, no_store=True, private=True)
-            return response
+            return _answer(view, methods, request, *args, **kwargs)
 
         return wrapper
 

@@ -63,6 +63,7 @@ class ErrorType(models.TextChoices):
     BUDGET_EXHAUSTED = "budget_exhausted"
     WORKER_LOST = "worker_lost"
     WORKER_ERROR = "worker_error"  # the attempt raised: a bug or a broken file, not the provider
+    DEGENERATE_OUTPUT = "degenerate_output"  # the model fell into a loop; its call was stopped
 
 
 # The failures the provider itself reported for a request (an HTTP error status, or no

@@ -105,9 +105,7 @@ def source(request: HttpRequest, task_id: uuid.UUID, passage_id: str) -> HttpRes
         "previous": f"S{passage.number - 1}" if passage.number - 1 in neighbours else None,
         "next": f"S{passage.number + 1}" if passage.number + 1 in neighbours else None,
     }
-    response = render(request, "reports/source.html", context)
-    response["Cache-Control"] = "no-store"
-    return response
+    return render(request, "reports/source.html", context)
 
 
 def _task_page(request, task: Task, *, reused: bool, error: ApiError | None = None):
@@ -123,9 +121,8 @@ def _task_page(request, task: Task, *, reused: bool, error: ApiError | None = No
     if reused and context["succeeded"]:
         # Offered again for a new upload of the same documents: say so, and offer a new one.
         context["reused"] = True
-    response = render(
+    # The page holds the text so far and the seq it covers: no cache may keep a stale copy
+    # (reports.serving.middleware marks every page `no-store`).
+    return render(
         request, "reports/task.html", context, status=error.status if error is not None else 200
     )
-    # The page holds the text so far and the seq it covers: never show a stale copy.
-    response["Cache-Control"] = "no-store"
-    return response

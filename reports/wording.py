@@ -57,7 +57,28 @@ FAILURES = {
         "an internal error",
         "Something went wrong on our side; the report stopped.",
     ),
+    ErrorType.DEGENERATE_OUTPUT: (
+        "the model kept repeating itself",
+        "The model kept repeating itself with nothing new, so it was stopped before the "
+        "report was finished.",
+    ),
 }
+
+
+# A provider's stream that ends for a reason other than "stop", by the reason it names. The
+# reason is the provider's own word and may be any text, so it is never shown: a reason not
+# listed here reads as the last sentence.
+STOPPED_EARLY = {
+    "length": "The provider stopped at its output limit, before the report was complete.",
+    "content_filter": "The provider's content filter stopped the report before it was complete.",
+}
+
+
+def stopped_early(finish_reason: str) -> str:
+    """Say why a provider's stream ended early, in our words whatever it sent."""
+    return STOPPED_EARLY.get(
+        finish_reason, "The provider stopped before the report was complete, for its own reasons."
+    )
 
 
 def user_message(error_type: str, message: str, *, plain: bool = False) -> str:

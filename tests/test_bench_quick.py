@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from bench import load, plan
+from bench import hostile, load, plan
 from bench.fanout import lossless, run_app
 from bench.harness import NGINX, Layout
 from tests.helpers import database_url
@@ -87,3 +87,19 @@ def test_the_plans_overhead_counts_only_the_time_no_call_was_streaming():
     # order the calls end in.
     assert plan.idle_between([(0, 3), (1, 2), (4, 5), (4.5, 6)]) == 1.0
     assert plan.idle_between([(0, 2), (1, 3)]) == 0.0
+
+
+def test_hostile_documents_while_others_stream_are_refused_or_read_within_their_limits(tmp_path):
+    # The quick mode of `python -m bench.hostile`: every class of hostile document is
+    # refused or its task ends, and every normal stream finishes; the gaps and the parse
+    # times are the full run's to judge.
+    size = hostile.QUICK
+    figures = hostile.run(Layout.embedded(tmp_path), size, timeout_s=120)
+    assert not figures["stream_errors"], figures
+    assert figures["streams"] >= size.streams
+    assert all(gap is not None for gap in figures["largest_gaps_s"]), figures
+    kinds = {entry["kind"] for entry in figures["hostile"]}
+    assert len(kinds) == len(hostile.hostile_documents(size)), figures
+    for entry in figures["hostile"]:
+        assert entry["outcome"] != "still running", entry
+        assert entry["task_id"] or entry["status"] in (400, 413, 415), entry

@@ -16,6 +16,7 @@ from reports.models import Attempt, Task
 from reports.providers.base import Completed
 from tests.helpers import (
     REPORT,
+    assert_refused,
     files_under,
     free_port,
     report_body,
@@ -103,6 +104,23 @@ def test_an_upload_while_the_store_is_unreachable_is_a_503_and_makes_no_task(
     assert reply.status_code == 503
     assert reply.json()["error"]["code"] == "storage_unavailable"
     assert not Task.objects.exists()
+
+
+def test_a_retry_while_the_store_is_unreachable_is_a_503_and_makes_no_task(
+    object_store, unreachable_store, alice_client, scripted_worker
+):
+    task = task_of(submit(alice_client))
+    run_all(scripted_worker(whole_report))
+    task.refresh_from_db()
+    assert task.status == "succeeded"  # "Write a fresh one" reads its documents again
+    unreachable_store()
+
+    reply = alice_client.post(f"/api/tasks/{task.pk}/retry")
+    assert_refused(reply, 503, "storage_unavailable", "file store")
+    page = alice_client.post(f"/tasks/{task.pk}/retry/")
+    assert page.status_code == 503
+    assert b"The file store cannot be reached" in page.content
+    assert Task.objects.count() == 1
 
 
 @pytest.mark.parametrize("missing", ["storages", "botocore"])

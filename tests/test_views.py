@@ -122,7 +122,7 @@ def test_queued_task_page_has_the_hooks(alice_client):
     assert f'data-heartbeat-ms="{round(HEARTBEAT_S * 1000)}"' in html
     assert 'aria-live="polite"' in html
     assert_secure_headers(response)
-    assert response["Cache-Control"] == "no-store"
+    assert response["Cache-Control"] == "no-store, private"
     assert_no_inline_code(html)
 
 
@@ -283,7 +283,7 @@ def test_the_source_page_shows_the_passage_with_its_place_and_neighbours(alice_c
     before, after = cut[middle.number - 2], cut[middle.number]
     response = alice_client.get(f"/tasks/{task.pk}/sources/{middle.id}/")
     assert response.status_code == 200
-    assert response["Cache-Control"] == "no-store"
+    assert response["Cache-Control"] == "no-store, private"
     html = response.content.decode()
     assert_no_inline_code(html)
     shown = re.search(r"<blockquote[^>]*data-source-passage[^>]*>(.*?)</blockquote>", html, re.S)

@@ -16,6 +16,7 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from reports import budgets
+from reports.admin.actions import CheckedSelectionMixin
 from reports.models import Budget, CostStatus, Status, Task
 from reports.reconciliation import resolve_reconciliation
 
@@ -31,6 +32,8 @@ class BudgetForm(forms.ModelForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        if "user" not in self.fields:
+            return  # shown read-only, to staff who may only view budgets
         if self.instance.pk:
             self.fields["user"].disabled = True
             self.fields["limit_usd"].initial = Decimal(self.instance.limit_micros) / budgets.MICROS
@@ -55,7 +58,7 @@ class BudgetForm(forms.ModelForm):
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
+class BudgetAdmin(CheckedSelectionMixin, admin.ModelAdmin):
     """Admins set limits; spent and reserved move only with tasks (or a new period)."""
 
     form = BudgetForm
@@ -63,13 +66,14 @@ class BudgetAdmin(admin.ModelAdmin):
     list_select_related = ("user",)
     search_fields = ("user__username",)
     raw_id_fields = ("user",)
-    readonly_fields = ("spent", "reserved", "remaining", "tasks")
+    readonly_fields = ("limit", "spent", "reserved", "remaining", "tasks")
     actions = ("start_new_period",)
 
     def get_fields(self, request, obj=None):
         if obj is None:
             return ("user", "limit_usd")
-        return ("user", "limit_usd", "spent", "reserved", "remaining", "tasks")
+        limit = "limit_usd" if self.has_change_permission(request, obj) else "limit"
+        return ("user", limit, "spent", "reserved", "remaining", "tasks")
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # it holds the reservations of the user's running tasks
@@ -113,7 +117,7 @@ class BudgetAdmin(admin.ModelAdmin):
                 messages.ERROR,
             )
 
-    @admin.action(description="Start a new period (spent back to zero)")
+    @admin.action(description="Start a new period (spent back to zero)", permissions=["change"])
     def start_new_period(self, request, queryset) -> None:
         count = queryset.update(spent_micros=0)
         self.message_user(request, f"{count} budget(s) start a new period.", messages.SUCCESS)

@@ -15,6 +15,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
 
 from reports import budgets, lifecycle, storage
+from reports.admin.actions import CheckedSelectionMixin
 from reports.admin.budgets import settle_page
 from reports.admin.inlines import (
     EVENTS_SHOWN,
@@ -72,7 +73,7 @@ class UuidSearchMixin:
         return queryset.filter(**{self.uuid_search_field: value}), False
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(CheckedSelectionMixin, admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:
         return False
 
@@ -172,6 +173,10 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     not_before_at = timestamp("not_before", "not before")
     lease_expires = timestamp("lease_expires_at", "lease expires")
     cancel_requested = timestamp("cancel_requested_at", "cancel requested")
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        # A task holds a reservation and stored files that only its end releases: cancel it.
+        return False
 
     def get_queryset(self, request):
         # The rendered report can be large and no admin page shows it.

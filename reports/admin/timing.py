@@ -34,7 +34,9 @@ class TimingAdminMixin:
             legend(planned=bool((task.plan or {}).get("parts"))),
         )
 
-    @admin.action(description="Compare side by side (select 3: normal, slow, failed)")
+    @admin.action(
+        description="Compare side by side (select 3: normal, slow, failed)", permissions=["view"]
+    )
     def compare_tasks(self, request, queryset):
         tasks = list(queryset.defer("report_html", "instructions")[:4])
         if len(tasks) != 3:

@@ -145,20 +145,31 @@ def document_text(data: bytes) -> str:
 def _reject_declarations(archive_bytes: bytes) -> None:
     # A DTD can define entities (billion laughs, external files); WordprocessingML never needs
     # one, so any declaration is a trick, refused before any XML parser sees the part.
-    # A part's name proves nothing (the content types may call `word/main.dat` the main
-    # document), so every part is scanned unless the package declares it as something
-    # other than XML (an image, say). The parts are read in chunks: their total size was
-    # bounded by the checks above.
+    # Neither a part's name nor its declared type proves it is not XML: the content types
+    # may call `word/main.dat` the main document, or declare `_rels/.rels` an image, while
+    # python-docx reads every relationships part and `*.xml` part as XML by its path. So a
+    # part is skipped only when the package declares it as something other than XML (an
+    # image, say) and its path is not that of an XML part. The parts are read in chunks:
+    # their total size was bounded by the checks above.
     with zipfile.ZipFile(io.BytesIO(archive_bytes)) as archive:
         types = archive.getinfo("[Content_Types].xml")
         if refusal := _refusal(archive.open(types)):
             raise InvalidContent(refusal)
         not_xml = _declared_not_xml(archive.read(types))
         for entry in archive.infolist():
-            if entry.is_dir() or entry.filename == types.filename or not_xml(entry.filename):
+            if entry.is_dir() or entry.filename == types.filename:
+                continue
+            if not_xml(entry.filename) and not _xml_by_path(entry.filename):
                 continue
             if refusal := _refusal(archive.open(entry)):
                 raise InvalidContent(refusal)
+
+
+def _xml_by_path(name: str) -> bool:
+    """Whether a part is XML by its path, whatever the package declares: a relationships
+    part (in a `_rels` folder, or named `.rels`) or a part named `.xml`."""
+    path = name.lower().replace("\\", "/")
+    return path.endswith((".rels", ".xml")) or "_rels/" in path
 
 
 def _declared_not_xml(content_types: bytes) -> Callable[[str], bool]:

@@ -7,15 +7,23 @@ the user a clear message, never the server its CPU or memory.
 Run as `python -m reports.parsers.sandbox <entry> <cpu_s> <memory_mb>`: the child reads the
 document on stdin, calls `entry` (a dotted path to a function of bytes) and writes its
 result, or the message of the ParseError it raised, as JSON on stdout.
+
+A parse nobody waits for any more (its task was cancelled, or its lease lost) is ended at
+once: whoever started it under a `Stop` (see `stopped_by`) can kill its child from any
+thread, and `run` then raises `Stopped`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from reports.parsers.base import ParseError
@@ -51,8 +59,53 @@ class Limits:
         )
 
 
+class Stopped(Exception):
+    """The parse was ended by its `Stop`: nobody waits for its answer (not the document's
+    fault, so not a ParseError)."""
+
+
+class Stop:
+    """Ends, from any thread, the children started under it: the ones running and any to come."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._children: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def stop(self) -> None:
+        with self._lock:
+            self.stopped = True
+            for child in self._children:
+                with contextlib.suppress(OSError):
+                    child.kill()
+
+    def _watch(self, child: subprocess.Popen) -> None:
+        with self._lock:
+            if self.stopped:
+                child.kill()
+            self._children.add(child)
+
+    def _forget(self, child: subprocess.Popen) -> None:
+        with self._lock:
+            self._children.discard(child)
+
+
+_stop: contextvars.ContextVar[Stop | None] = contextvars.ContextVar("sandbox_stop", default=None)
+
+
+@contextlib.contextmanager
+def stopped_by(stop: Stop | None) -> Iterator[None]:
+    """Start the parses of this block (in this thread or context) under `stop`."""
+    token = _stop.set(stop)
+    try:
+        yield
+    finally:
+        _stop.reset(token)
+
+
 def run(entry: str, data: bytes, limits: Limits):
-    """Return entry(data) computed in a limited child; raise ParseError when it fails."""
+    """Return entry(data) computed in a limited child; raise ParseError when it fails,
+    Stopped when the block's `Stop` ended it."""
     command = [
         sys.executable,
         "-m",
@@ -61,11 +114,26 @@ def run(entry: str, data: bytes, limits: Limits):
         str(limits.cpu_s),
         str(limits.memory_mb),
     ]
-    try:
-        child = subprocess.run(command, input=data, capture_output=True, timeout=limits.wall_s)
-    except subprocess.TimeoutExpired:
-        # subprocess.run has killed the child already.
-        raise ParseError(TOO_SLOW.format(limit=f"{limits.wall_s:g} s")) from None
+    stop = _stop.get() or Stop()
+    child = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    with child:  # its pipes closed and the child waited for on the way out
+        stop._watch(child)
+        try:
+            stdout, _ = child.communicate(data, timeout=limits.wall_s)
+        except BaseException as exc:
+            child.kill()
+            child.communicate()
+            if not isinstance(exc, subprocess.TimeoutExpired):
+                raise
+            stdout = None
+        finally:
+            stop._forget(child)
+    if stop.stopped:
+        raise Stopped
+    if stdout is None:
+        raise ParseError(TOO_SLOW.format(limit=f"{limits.wall_s:g} s"))
     if child.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         raise ParseError(TOO_SLOW.format(limit=f"{limits.cpu_s} s of CPU time"))
     if child.returncode == OUT_OF_MEMORY_EXIT:
@@ -73,7 +141,7 @@ def run(entry: str, data: bytes, limits: Limits):
     if child.returncode != 0:
         raise ParseError(CRASHED)
     try:
-        answer = json.loads(child.stdout)
+        answer = json.loads(stdout)
     except ValueError:  # a parser library wrote to stdout: the answer cannot be trusted
         raise ParseError(CRASHED) from None
     if "error" in answer:
@@ -90,6 +158,11 @@ def _limit_self(cpu_s: int, memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MB, memory_mb * MB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.nice(NICENESS)
+    # A SIGTERM or Ctrl-C sent to the worker's whole process group is the worker's to
+    # handle: its drain lets the parse end at its limits, or kills it (SIGKILL) when nobody
+    # waits for it. Dying of it here would blame the document ("could not be read").
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _child(entry: str, cpu_s: str, memory_mb: str) -> None:

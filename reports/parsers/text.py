@@ -51,9 +51,13 @@ _SENTENCE_END = re.compile(r"[.!?:][\"')\]\u201d\u2019]*$")
 _TAB_WIDTH = 8
 _BACKTICKS = re.compile(r"`+")
 
-# Bytes that are not UTF-8, as "surrogateescape" decoding leaves them.
-_STRAY_BYTE = re.compile("[\udc80-\udcff]")
-_STRAY_RUN = re.compile("[\udc80-\udcff]+")
+# Bytes that are not UTF-8, as "surrogateescape" decoding leaves them (U+DC80 to U+DCFF),
+# each mapped to its windows-1252 character; a list is str.translate's fastest table.
+_STRAY_AS_CP1252 = list(range(0xDC80)) + [
+    bytes([byte]).decode("cp1252", "replace") for byte in range(0x80, 0x100)
+]
+# The share of a file that encoding detection reads (from its start).
+DETECT_SAMPLE_BYTES = 256 * 1024
 
 # UTF-32 first: its little-endian BOM begins with UTF-16's.
 _BOMS: tuple[tuple[bytes, str], ...] = (
@@ -107,34 +111,45 @@ def _mend_mixed(data: bytes) -> str | None:
     A UTF-8 file with a pasted Latin-1 or windows-1252 passage is the usual "mixed
     encoding". It counts as one when its valid non-ASCII UTF-8 characters are at least as
     many as its stray bytes; otherwise (None) the whole file is in another encoding.
+
+    Every step is a codec or `str.translate` pass, linear and at C speed: a tenth of a
+    second for 10 MB, however the two encodings alternate.
     """
-    text = data.removeprefix(codecs.BOM_UTF8).decode("utf-8", "surrogateescape")
-    stray = sum(1 for _ in _STRAY_BYTE.finditer(text))
-    valid = sum(1 for ch in text if ord(ch) > 0x7F) - stray
+    data = data.removeprefix(codecs.BOM_UTF8)
+    text = data.decode("utf-8", "surrogateescape")  # each stray byte one surrogate
+    valid_only = data.decode("utf-8", "ignore")  # the same text, its stray bytes dropped
+    stray = len(text) - len(valid_only)
+    valid = len(valid_only) - len(valid_only.encode("ascii", "ignore"))
     if valid < stray:
         return None
-    return _STRAY_RUN.sub(
-        lambda run: bytes(ord(ch) - 0xDC00 for ch in run[0]).decode("cp1252", "replace"), text
-    )
+    return text.translate(_STRAY_AS_CP1252)
 
 
 def _detect(data: bytes) -> str:
-    matches = from_bytes(data)
+    # charset_normalizer's time grows with the input and with its mess: it judges a sample
+    # cut at a line's end, and the whole file is then decoded by the codec it chose.
+    sample = data[:DETECT_SAMPLE_BYTES]
+    if len(data) > DETECT_SAMPLE_BYTES and b"\n" in sample:
+        sample = sample[: sample.rindex(b"\n") + 1]
+    matches = from_bytes(sample)
     best = matches.best()
     if best is None or best.chaos > MAX_CHAOS:
         raise InvalidContent(UNREADABLE)
     tied = [m for m in matches if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
     if len({str(m) for m in tied}) == 1:
-        return str(best)
-    # A short Western text fits several single-byte code pages equally well (charset_normalizer
-    # then tends to pick cp1250 and turns "è" into "č"); windows-1252, the superset of Latin-1
-    # that browsers assume for unlabelled text, is by far the likeliest of them.
-    if any("cp1252" in m.could_be_from_charset for m in tied):
-        try:
-            return data.decode("cp1252")
-        except UnicodeDecodeError:
-            pass
-    raise InvalidContent(UNREADABLE)
+        encoding = best.encoding
+    elif any("cp1252" in m.could_be_from_charset for m in tied):
+        # A short Western text fits several single-byte code pages equally well
+        # (charset_normalizer then tends to pick cp1250 and turns "è" into "č");
+        # windows-1252, the superset of Latin-1 that browsers assume for unlabelled text,
+        # is by far the likeliest of them.
+        encoding = "cp1252"
+    else:
+        raise InvalidContent(UNREADABLE)
+    try:
+        return data.decode(encoding)
+    except (UnicodeDecodeError, LookupError):
+        raise InvalidContent(UNREADABLE) from None
 
 
 def _normalise(text: str) -> str:

@@ -76,6 +76,9 @@ class TaskConsumer(AsyncWebsocketConsumer):
             await self.close()
             return
         await self.accept()
+        # No event past the task's last one exists yet: a cursor beyond it would skip the
+        # task's end and keep the socket (and its slot) open. Resume from the last one.
+        after = min(after, task.last_seq)
         self.task, self.last_seq = task, after
         self.state = await on_shared_db(presentation.status_at)(task, after)
         self.subscription = await follower.subscribe(task.pk, after, self._wake)

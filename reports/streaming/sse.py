@@ -6,7 +6,6 @@ import asyncio
 import json
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.utils.cache import patch_cache_control
 
 from reports.auth import ApiError, authenticate, owned_task
 from reports.models import TERMINAL, Task
@@ -46,9 +45,10 @@ async def events(request: HttpRequest, task_id) -> HttpResponse:
     if task.status in TERMINAL and after >= task.last_seq:
         # Nothing will ever follow: 204 is what makes an EventSource stop reconnecting
         # (docs/api.md), where an empty 200 stream would have it reconnect forever.
-        finished = HttpResponse(status=204)
-        patch_cache_control(finished, no_store=True, private=True)
-        return finished
+        return HttpResponse(status=204)
+    # No event past the task's last one exists yet; a cursor beyond it would skip the
+    # task's end, and the stream would hold its slot for ever. Resume from the last one.
+    after = min(after, task.last_seq)
     slot = limits.take_slot(user)
     if slot is None:
         return ApiError(

@@ -89,13 +89,13 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
         return existing, True
     # Refuse a flood before its files touch the disk; the check that holds is the one
     # repeated under the admission lock, in the transaction that inserts the task.
-    _limit_rate(user)
+    limit_rate(user)
     _admit()
     names = _store_uploads(submission)
     try:
         with transaction.atomic():
             _lock_admission()
-            _limit_rate(user)
+            limit_rate(user)
             _admit()
             task = _create(user, submission, names)
             # Idle supervisors hear of the task once it is committed: in other
@@ -144,6 +144,11 @@ def earlier_result(user, submission: Submission) -> Task | None:
     )
 
 
+def key_used(user, idempotency_key: str) -> bool:
+    """Tell whether this user's idempotency key already made a task (a replay, not a new one)."""
+    return Task.objects.filter(owner=user, idempotency_key=idempotency_key).exists()
+
+
 def _replay(user, submission: Submission) -> Task | None:
     if submission.idempotency_key is None:
         return None
@@ -159,7 +164,7 @@ def _replay(user, submission: Submission) -> Task | None:
 
 def _lock_admission() -> None:
     """Serialise task creation until the caller's transaction ends, so that the counts of
-    `_limit_rate` and `_admit` and the insert they allow are one step: no number of
+    `limit_rate` and `_admit` and the insert they allow are one step: no number of
     parallel requests can run past either limit.
 
     PostgreSQL: one advisory transaction lock for every creation (the queue limit is
@@ -183,7 +188,7 @@ def _admit() -> None:
         )
 
 
-def _limit_rate(user) -> None:
+def limit_rate(user) -> None:
     """Refuse a user's task over REPORTS_USER_RATE_LIMIT in the sliding window."""
     window = timedelta(seconds=settings.REPORTS_USER_RATE_WINDOW_S)
     now = timezone.now()
@@ -273,10 +278,16 @@ def resubmission(
     if task.status not in TERMINAL:
         raise ApiError(409, "task_not_finished", f"The task has not ended yet: {task.status}.")
     check_scenario(task.scenario)  # the server may have turned scenarios off since
-    uploads = tuple(
-        Upload(d.name, d.extension, storage.read_upload(d.storage_name))
-        for d in task.documents.order_by("position")
-    )
+    try:
+        uploads = tuple(
+            Upload(d.name, d.extension, storage.read_upload(d.storage_name))
+            for d in task.documents.order_by("position")
+        )
+    except OSError:
+        log.exception("reading a stored upload failed")
+        raise ApiError(
+            503, "storage_unavailable", "The file store cannot be reached; try again shortly."
+        ) from None
     if instructions is None:
         instructions = task.instructions
     return Submission(uploads, instructions, task.scenario, idempotency_key)

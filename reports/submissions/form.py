@@ -54,8 +54,8 @@ def read_instructions(raw: str) -> str:
     return instructions
 
 
-def read_submission(request) -> Submission:
-    """Return the checked submission of a POST /api/tasks, or raise ApiError."""
+def read_submission(request, user) -> Submission:
+    """Return the checked submission of `user`'s POST /api/tasks, or raise ApiError."""
     key = read_idempotency_key(request)
     files = request.FILES.getlist("files")
     # The upload limits may have stopped the parse: what arrived is incomplete.
@@ -69,6 +69,12 @@ def read_submission(request) -> Submission:
     instructions = read_instructions(request.POST.get("instructions", ""))
     scenario = request.POST.get("scenario", "").strip() or "ok"
     submissions.check_scenario(scenario)
+    # docs/api.md: reuse is opt-in; without it a new task is always created.
+    reuse = request.POST.get("reuse", "").strip().lower() in {"1", "true", "on", "yes"}
+    if not reuse and (key is None or not submissions.key_used(user, key)):
+        # A new task is asked for: a user past the rate limit is refused before the files
+        # cost any checking (submit checks again, under the admission lock).
+        submissions.limit_rate(user)
     uploads = tuple(_checked_upload(f) for f in files)
     total = sum(len(u.data) for u in uploads)
     if total > settings.REPORTS_MAX_REQUEST_MB * MB:
@@ -77,8 +83,6 @@ def read_submission(request) -> Submission:
             "file_too_large",
             f"The files add up to more than {settings.REPORTS_MAX_REQUEST_MB:g} MB.",
         )
-    # docs/api.md: reuse is opt-in; without it a new task is always created.
-    reuse = request.POST.get("reuse", "").strip().lower() in {"1", "true", "on", "yes"}
     return Submission(uploads, instructions, scenario, key, reuse)
 
 

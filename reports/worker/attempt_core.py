@@ -20,8 +20,16 @@ import re
 from dataclasses import dataclass, field
 
 from reports import wording
-from reports.providers.base import Completed, Heartbeat, ProviderError, TextDelta, Usage
+from reports.providers.base import (
+    CHARS_PER_TOKEN,
+    Completed,
+    Heartbeat,
+    ProviderError,
+    TextDelta,
+    Usage,
+)
 from reports.states import ErrorType, Status
+from reports.worker.loops import LoopCheck
 from reports.worker.outcome import Outcome
 from reports.worker.retries import RetryPolicy
 
@@ -31,6 +39,14 @@ FIRST_TEXT_UNCOALESCED_S = 0.15  # except for the first text's first moments (be
 
 CANCEL = "cancel"  # the user asked the task to stop
 LEASE_LOST = "lease_lost"  # another worker may hold the task now
+
+# The core also guards the output: its cap, and a stream that loops (reports.worker.loops).
+# A call's output is cut once its text is longer than the output cap could hold: while it
+# streams, a provider counts nothing, so the cap is counted in characters, at twice the three
+# characters a token that usage is estimated at (CHARS_PER_TOKEN). Prose runs three to five
+# (SmolLM2's reports: 3.9 to 4.8), so a provider that keeps to `max_tokens` stops first; one
+# that ignores it is cut here. A charge is never for more than the cap (attempt_end.call_usage).
+CAP_CHARS_PER_TOKEN = 2 * CHARS_PER_TOKEN
 
 # PostgreSQL refuses NUL in text and JSON, and no database stores a lone surrogate (a broken
 # server can send one as a JSON escape): the model's output drops NUL and shows U+FFFD.
@@ -51,6 +67,7 @@ class Limits:
     stall_timeout_s: float  # no text for this long after an answer: stalled
     attempt: int  # this attempt's number, for the retry table
     retries: RetryPolicy
+    stop_loops: bool = True  # end a stream that keeps repeating itself: degenerate_output
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,7 @@ class Call:
 
     limits: Limits
     sent_at: float
+    max_output_tokens: int | None = None  # the output cap the request asked for
     answered: bool = False  # the provider answered: text or a heartbeat
     first_text_at: float | None = None
     usage: Usage = field(default_factory=Usage)
@@ -101,6 +119,8 @@ class Call:
     _chunks: list[str] = field(default_factory=list, init=False)  # every text taken in, in order
     _pending: list[str] = field(default_factory=list, init=False)  # taken in, not yet written
     _pending_chars: int = field(default=0, init=False)
+    _chars: int = field(default=0, init=False)  # the length of `text`
+    _loops: LoopCheck = field(default_factory=LoopCheck, init=False)
     _pending_since: float = field(default=0.0, init=False)
     _last_text_at: float = field(init=False)
 
@@ -159,6 +179,7 @@ class Call:
         if isinstance(item, TextDelta):
             self.answered = True
             text = _UNSTORABLE.sub(lambda m: "" if m[0] == "\x00" else "\ufffd", item.text)
+            text, past_cap = self._within_cap(text)
             if text:
                 self._last_text_at = now
                 if self.first_text_at is None:
@@ -167,7 +188,9 @@ class Call:
                     self._pending_since = now
                 self._pending.append(text)
                 self._pending_chars += len(text)
+                self._chars += len(text)
                 self._chunks.append(text)
+            return past_cap or self._looping(text)
         elif isinstance(item, Heartbeat):
             self.answered = True
             self.request_id = item.request_id or self.request_id
@@ -192,12 +215,44 @@ class Call:
             )
         return None
 
+    def _within_cap(self, text: str) -> tuple[str, Outcome | None]:
+        """Return what of `text` the output cap holds, and how the call ends when the
+        text went past it (CAP_CHARS_PER_TOKEN)."""
+        if self.max_output_tokens is None:
+            return text, None
+        room = self.max_output_tokens * CAP_CHARS_PER_TOKEN - self._chars
+        if len(text) <= room:
+            return text, None
+        return text[: max(0, room)], Outcome(
+            Status.FAILED,
+            ErrorType.STREAM_TRUNCATED,
+            f"The provider kept writing past the output cap of {self.max_output_tokens:,} "
+            "tokens, so the call was stopped.",
+        )
+
+    def _looping(self, text: str) -> Outcome | None:
+        """Return how the call ends when the stream has fallen into a loop."""
+        if not self.limits.stop_loops or not self._loops.feed(text):
+            return None
+        return Outcome(
+            Status.FAILED,
+            ErrorType.DEGENERATE_OUTPUT,
+            f"The model kept repeating itself, so the call was stopped after "
+            f"{self._chars:,} characters; the text it wrote is kept.",
+        )
+
     def _completed(self, done: Completed) -> Outcome:
         if done.finish_reason != "stop":
             return Outcome(
+                Status.FAILED, ErrorType.STREAM_TRUNCATED, wording.stopped_early(done.finish_reason)
+            )
+        written = done.usage.output_tokens
+        if self.max_output_tokens is not None and (written or 0) > self.max_output_tokens:
+            return Outcome(
                 Status.FAILED,
                 ErrorType.STREAM_TRUNCATED,
-                f"The provider stopped early (finish reason: {done.finish_reason}).",
+                f"The provider wrote {written:,} tokens, past the output cap of "
+                f"{self.max_output_tokens:,}.",
             )
         if not self.text.strip():
             return Outcome(Status.FAILED, ErrorType.EMPTY_OUTPUT, "The provider returned no text.")

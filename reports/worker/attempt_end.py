@@ -57,6 +57,7 @@ class AttemptRecord:
     # The usage of the plan's notes calls this attempt made before its report's call, each
     # already as charged (`call_usage`); notes reused from an earlier attempt are not here.
     notes_usage: tuple[Usage, ...] = ()
+    output_cap: int | None = None  # the report call's output cap, once it was sent
 
 
 def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event | None:
@@ -128,6 +129,7 @@ def usage_at_end(record: AttemptRecord, outcome: Outcome) -> Usage:
         unknown=unknown,
         prompt_chars=record.prompt_chars,
         text=record.text,
+        output_cap=record.output_cap,
     )
     if not record.notes_usage:
         return report
@@ -135,17 +137,29 @@ def usage_at_end(record: AttemptRecord, outcome: Outcome) -> Usage:
     return Usage() if unknown else sum_usage([*record.notes_usage, report])
 
 
-def call_usage(usage: Usage, *, answered: bool, unknown: bool, prompt_chars: int, text: str):
+def call_usage(
+    usage: Usage,
+    *,
+    answered: bool,
+    unknown: bool,
+    prompt_chars: int,
+    text: str,
+    output_cap: int | None = None,
+):
     """Return the usage one provider call is charged at.
 
     The provider's own report when it gave one; when it answered and reported none (a
     cancel, a dropped stream, a server that never sends usage), an estimate from the
     prompt sent and the text received. An outcome that is itself unknown (no answer came)
-    keeps its usage unknown, for an admin to settle.
+    keeps its usage unknown, for an admin to settle. Either way its output is charged at
+    most at `output_cap`, the cap the request asked for and the reservation covers: a
+    provider that wrote past it was cut off (attempt_core.CAP_CHARS_PER_TOKEN).
     """
-    if usage.source != "missing" or not answered or unknown:
-        return usage
-    return estimated_usage(prompt_chars, text)
+    if usage.source == "missing" and answered and not unknown:
+        usage = estimated_usage(prompt_chars, text)
+    if output_cap is not None and (usage.output_tokens or 0) > output_cap:
+        usage = dataclasses.replace(usage, output_tokens=output_cap)
+    return usage
 
 
 def sum_usage(usages: list[Usage]) -> Usage:

@@ -59,7 +59,7 @@ from reports.worker.leases import Claim, LeaseLost, mark_parsing
 from reports.worker.outcome import Outcome
 from reports.worker.plan import Plan, Step
 from reports.worker.plan_store import CallEnd, TaskInput
-from reports.worker.preparation import documents_to_read, passages_of, read_once
+from reports.worker.preparation import documents_to_read, passages_of, read_once, until_stopped
 from reports.worker.retries import RetryPolicy
 from reports.worker.slots import SpareSlots
 
@@ -100,10 +100,12 @@ class AttemptRun:
             stall_timeout_s=settings.REPORTS_STALL_TIMEOUT_S,
             attempt=claim.number,
             retries=RetryPolicy.from_settings(),
+            stop_loops=settings.REPORTS_STOP_LOOPS,
         )
         self.status: str = Status.RUNNING  # where the attempt holds its task
         self.stage_ms: dict[str, float] = {}
         self.stop_reason = ""  # attempt_core.CANCEL or LEASE_LOST, once asked to stop
+        self._stop_asked = asyncio.Event()  # set with stop_reason: ends a parse under way
         self.call: Call | None = None  # the report's provider call, once its request is sent
         self.prompt_chars = 0
         self.removed_citations = 0  # citation ids naming no passage, taken out of the report
@@ -140,6 +142,7 @@ class AttemptRun:
         if self.stop_reason:
             return
         self.stop_reason = reason
+        self._stop_asked.set()
         for call, queue in self._calls.values():
             call.stop(reason)
             with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
@@ -186,9 +189,13 @@ class AttemptRun:
         with self._timed(Stage.PARSE):
             await self._mark_parsing(True)  # a worker lost from here on blames the document
             try:
-                documents = await self._read_documents()
+                read, documents = await until_stopped(self._read_documents(), self._stop_asked)
             except ParseError as exc:
                 return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
+            if not read:  # asked to stop while reading: the parse was killed
+                if self.stop_reason == attempt_core.LEASE_LOST:
+                    raise LeaseLost(self.task_id)
+                return Outcome(Status.CANCELLED, "", wording.CANCELLED)
             await self._mark_parsing(False)
             passages = self.passages = await passages_of(self.task_id, documents)
             task, plan = await threads.on_shared_db(plan_store.stored_plan)(self.claim)
@@ -284,7 +291,11 @@ class AttemptRun:
         Only the report's call writes its text as it comes; a notes call's text is kept
         in its `Call` and saved whole at its end.
         """
-        call = Call(self.limits, sent_at=self.clock.monotonic())
+        call = Call(
+            self.limits,
+            sent_at=self.clock.monotonic(),
+            max_output_tokens=request.max_output_tokens,
+        )
         if report:
             self.call = call
         if self.stop_reason:
@@ -419,6 +430,7 @@ class AttemptRun:
             unknown=outcome.status == Status.RECONCILIATION_REQUIRED,
             prompt_chars=prompt_chars(request),
             text=call.text,
+            output_cap=request.max_output_tokens,
         )
         self.notes_usage.append(usage)
         end = CallEnd(
@@ -570,6 +582,7 @@ class AttemptRun:
             removed_citations=self.removed_citations,
             duration_ms=round((self.clock.monotonic() - self.started) * 1000, 1),
             notes_usage=tuple(self.notes_usage),
+            output_cap=call.max_output_tokens if call is not None else None,
         )
 
     def _timed(self, stage: str):

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 
 from reports import storage, threads
 from reports.models import Document, PreparedText, SourcePassage, Task
-from reports.parsers import PARSER_VERSION, parser_for
+from reports.parsers import PARSER_VERSION, parser_for, sandbox
 from reports.parsers.base import ParseError
 from reports.parsers.passages import Passage, cut
 from reports.providers.base import SourceDocument
@@ -54,16 +54,18 @@ def documents_to_read(task_id) -> list[DocumentToRead]:
     ]
 
 
-def read_document(document: DocumentToRead) -> str:
+def read_document(document: DocumentToRead, stop: sandbox.Stop | None = None) -> str:
     """Return the document's text, read from its file by its sandboxed parser.
 
     Slow (seconds for a hard PDF): it runs in the blocking pool and touches no database.
+    `stop` ends the parse at once from another thread (sandbox.Stopped is raised).
     """
     parser = parser_for(document.name)
     if parser is None:
         raise ParseError(f"{document.name}: this kind of file is not supported.")
     try:
-        text = parser.extract(storage.read_upload(document.storage_name))
+        with sandbox.stopped_by(stop):
+            text = parser.extract(storage.read_upload(document.storage_name))
     except ParseError as exc:
         raise ParseError(f"{document.name}: {exc}") from None
     if not text.strip():
@@ -71,7 +73,16 @@ def read_document(document: DocumentToRead) -> str:
     return text
 
 
-_reading: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> key -> parse
+@dataclass
+class _Parse:
+    """One parse under way in this process, and how many attempts wait for it."""
+
+    future: asyncio.Future
+    stop: sandbox.Stop
+    waiting: int = 0
+
+
+_reading: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> key -> _Parse
 
 
 async def read_once(document: DocumentToRead) -> str:
@@ -79,22 +90,59 @@ async def read_once(document: DocumentToRead) -> str:
     for all of this process's attempts that ask for the same owner's file meanwhile.
 
     A burst of tasks on one file (a user trying several instructions) makes one parse,
-    not one child process each. The parse goes on when an attempt waiting for it stops.
+    not one child process each. The parse goes on while any attempt waits for it; when the
+    last one stops waiting (cancelled, or its lease lost) its child is killed at once.
     """
     loop = asyncio.get_running_loop()
     reading = _reading.setdefault(loop, {})
     key = (document.owner_id, document.sha256)
     parse = reading.get(key)
     if parse is None:
-        parse = reading[key] = asyncio.ensure_future(_read_and_keep(document))
-        parse.add_done_callback(lambda _: reading.pop(key, None))
-    return await asyncio.shield(parse)
+        stop = sandbox.Stop()
+        parse = reading[key] = _Parse(asyncio.ensure_future(_read_and_keep(document, stop)), stop)
+        parse.future.add_done_callback(lambda _, parse=parse: _forget(reading, key, parse))
+    parse.waiting += 1
+    try:
+        return await asyncio.shield(parse.future)
+    finally:
+        parse.waiting -= 1
+        if not parse.waiting and not parse.future.done():
+            _forget(reading, key, parse)  # an attempt that comes later starts afresh
+            parse.stop.stop()
+            parse.future.add_done_callback(_drop_outcome)
 
 
-async def _read_and_keep(document: DocumentToRead) -> str:
-    text = await threads.in_blocking_pool(read_document)(document)
+def _forget(reading: dict, key, parse: _Parse) -> None:
+    if reading.get(key) is parse:
+        del reading[key]
+
+
+def _drop_outcome(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()  # nobody awaits it: Stopped, most likely, is not worth a log
+
+
+async def _read_and_keep(document: DocumentToRead, stop: sandbox.Stop) -> str:
+    text = await threads.in_blocking_pool(read_document)(document, stop)
     await threads.on_shared_db(store_prepared_text)(document, text)
     return text
+
+
+async def until_stopped[R](work: Awaitable[R], stopped: asyncio.Event) -> tuple[bool, R | None]:
+    """Await `work` unless `stopped` is set first; then cancel it (a parse it waits for is
+    killed when no other attempt waits for it). Return (finished, its result)."""
+    doing = asyncio.ensure_future(work)
+    waiting = asyncio.ensure_future(stopped.wait())
+    try:
+        await asyncio.wait((doing, waiting), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiting.cancel()
+        if not doing.done():
+            doing.cancel()
+        await asyncio.gather(doing, waiting, return_exceptions=True)
+    if doing.cancelled():
+        return False, None
+    return True, doing.result()
 
 
 def store_prepared_text(document: DocumentToRead, text: str) -> None:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from reports.parsers import InvalidContent, ParseError, UnsupportedContent
 from reports.parsers.html import HtmlParser, html_to_text
+from tests.security import hostile
 
 parser = HtmlParser()
 
@@ -107,3 +110,30 @@ def test_check_stays_fast_on_a_large_page_and_the_parse_stage_decides() -> None:
 def test_a_large_page_of_tags_alone_is_invalid() -> None:
     with pytest.raises(InvalidContent, match="no visible text"):
         parser.check(b"<div></div>" * 25_000)
+
+
+# --- hostile pages: time linear in the tags, the whole parse in the sandbox -------------------
+
+
+def test_deeply_nested_hidden_tags_are_read_in_time_linear_in_their_number() -> None:
+    # 37,000 unclosed tags in <nav>: each tag once looked through the whole stack (11.6 s
+    # for 16,000 pairs). CPU time, not wall time: other processes cannot make it pass or fail.
+    started = time.process_time()
+    assert html_to_text(hostile.nested_html().decode()) == ""
+    assert time.process_time() - started < 2
+
+
+def test_the_upload_check_of_a_deeply_nested_page_is_bounded() -> None:
+    started = time.process_time()
+    with pytest.raises(InvalidContent, match="no visible text"):
+        parser.check(hostile.nested_html())
+    assert time.process_time() - started < 1
+
+
+def test_a_page_is_read_in_the_sandbox_under_its_cpu_limit(settings) -> None:
+    settings.REPORTS_PARSE_CPU_S = 1
+    started = time.process_time()
+    with pytest.raises(ParseError, match=r"too long to read \(1 s of CPU time\)"):
+        parser.extract(hostile.slow_html())
+    # The child spent the CPU, not this process.
+    assert time.process_time() - started < 1

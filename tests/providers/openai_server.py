@@ -75,7 +75,10 @@ def answer(body: dict) -> Reply:
         ids = re.findall(r"^\[(S\d+)\] \(", user, re.MULTILINE)
         return Reply(text=tuple(f"- Passage {sid} says something. [{sid}]\n" for sid in ids))
     if system.startswith("You are Reportline's editor"):
-        return Reply(text=tuple(re.findall(r"^- .*\n", user, re.MULTILINE)))
+        # Shorter than the notes it combines, as its output cap requires: one note that
+        # keeps every citation.
+        ids = dict.fromkeys(re.findall(r"^- .*\[(S\d+)\]$", user, re.MULTILINE))
+        return Reply(text=(f"- The notes say something. {' '.join(f'[{i}]' for i in ids)}\n",))
     cited = sorted(set(re.findall(r"\[(S\d+)\]", user)), key=lambda sid: int(sid[1:]))
     if "<notes-" in user:
         sources = "".join(f"- {sid} is cited. [{sid}]\n" for sid in cited)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import signal
 import sys
 import time
 import zipfile
@@ -163,3 +164,67 @@ def assert_inert(html: str) -> None:
         if tag == "img":
             src = attrs.get("src") or ""
             assert src.startswith("/") and not src.startswith(("//", "/\\")), html
+
+
+def nested_html(tags: int = 37_000) -> bytes:
+    """Return the red team's page: `tags` unclosed tags inside <nav>, then as many stray end
+    tags (259 KB). Its hidden-element stack grows to `tags` deep."""
+    return ("<nav>" + "<i>" * tags + "</b>" * tags).encode()
+
+
+def html_hiding_its_text(tags: int = 37_000) -> bytes:
+    """Return a page whose only words sit in <nav>, past the part the upload check parses:
+    only a whole parse can tell that a reader sees nothing."""
+    return nested_html(tags) + b"words a reader never sees</nav>"
+
+
+def slow_html(paragraphs: int = 1_000_000) -> bytes:
+    """Return a page of some 8 MB that takes seconds of CPU to read, however it is read."""
+    return nested_html() + b"<p>x</p>" * paragraphs
+
+
+def mixed_encoding_text(megabytes: int = 9) -> bytes:
+    """Return UTF-8 text with a windows-1252 byte after every character: the mixed encoding at
+    its densest, 1.8 million stray bytes in 9 MB."""
+    unit = "é".encode() + b"a\xe9 "
+    return unit * (megabytes * 1024 * 1024 // len(unit))
+
+
+def pdf_with_nested_forms(depth: int = 28) -> bytes:
+    """Return a PDF of a few KB whose page draws a form that draws the next one twice, `depth`
+    deep: 2^depth pieces of text to lay out."""
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+    first_form = 6
+    forms = []
+    for level in range(depth):
+        if level + 1 < depth:
+            resources = b"<< /XObject << /X %d 0 R >> >>" % (first_form + level + 1)
+            content = b"/X Do /X Do"
+        else:
+            resources = b"<< /Font << /F1 5 0 R >> >>"
+            content = b"BT /F1 12 Tf (form) Tj ET"
+        forms.append(
+            samples._stream(
+                content,
+                b"/Type /XObject /Subtype /Form /BBox [0 0 612 792] /Resources %s " % resources,
+            )
+        )
+    return samples.pdf_from_objects(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /XObject << /X %d 0 R >> >> /Contents 4 0 R >>" % first_form,
+            samples._stream(b"/X Do"),
+            font,
+            *forms,
+        ]
+    )
+
+
+def terminated_midway(data: bytes) -> list[str]:
+    """A sandbox entry that gets the SIGTERM and Ctrl-C a whole process group would, then
+    answers."""
+    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), signal.SIGINT)
+    return ["text"]

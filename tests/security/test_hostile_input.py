@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import time
 import zipfile
 
 import pytest
@@ -20,6 +22,9 @@ from django.test.client import encode_multipart
 from reports import api, upload_limits
 from reports.auth import ApiError, raise_if_upload_stopped
 from reports.models import Attempt, Document, Status, Task, TaskEvent
+from reports.parsers.base import ParseError
+from reports.parsers.docx import document_text
+from reports.parsers.html import HtmlParser
 from tests.helpers import (
     SAMPLE,
     assert_refused,
@@ -288,6 +293,70 @@ def test_a_pdf_that_needs_too_much_memory_is_stopped_by_the_memory_limit(
     assert_still_healthy(alice_client, worker)
 
 
+def test_a_page_too_slow_to_read_is_stopped_by_the_cpu_limit(alice_client, worker, settings):
+    settings.REPORTS_PARSE_CPU_S = 1
+    task = fails_at_parse(alice_client, worker, "slow.html", hostile.slow_html())
+    assert "took too long to read (1 s of CPU time)" in task.user_message
+    assert_still_healthy(alice_client, worker)
+
+
+# --- the upload check: answered in bounded time, its cost counted -----------------------------
+
+
+def test_the_red_teams_nested_page_is_refused_at_upload_in_bounded_time(alice_client, worker):
+    # 68.8 s of the web process's CPU before its 400; CPU time, so a busy machine cannot
+    # make it pass or fail.
+    started = time.process_time()
+    response = submit(alice_client, upload("c.html", hostile.nested_html()))
+    assert time.process_time() - started < 2
+    assert_refused(response, 400, "invalid_request", "visible text")
+    assert snapshot() == (0, 0, [])
+    assert_still_healthy(alice_client, worker)
+
+
+def test_a_page_only_a_whole_parse_can_judge_is_a_task_counted_against_the_rate_limit(
+    alice_client, worker, settings
+):
+    settings.REPORTS_USER_RATE_LIMIT = 1
+    started = time.process_time()
+    response = submit(alice_client, upload("hidden.html", hostile.html_hiding_its_text()))
+    assert time.process_time() - started < 2
+    assert response.status_code == 201, response.content
+    # Whatever reading it costs is spent as a task of the user's, so it counts.
+    again = submit(alice_client, upload("hidden.html", hostile.html_hiding_its_text()))
+    assert_refused(again, 429, "rate_limited")
+    run_all(worker)
+    task = task_of(response)
+    assert (task.status, task.error_type) == (Status.FAILED, "invalid_input")
+    assert "no visible text" in task.user_message
+
+
+def test_a_user_past_the_rate_limit_is_refused_before_the_files_are_checked(
+    alice_client, settings, monkeypatch
+):
+    settings.REPORTS_USER_RATE_LIMIT = 1
+    assert submit(alice_client, upload("first.md", SAMPLE)).status_code == 201
+    checked = []
+    monkeypatch.setattr(HtmlParser, "check", lambda self, data: checked.append(len(data)))
+
+    response = submit(alice_client, upload("c.html", hostile.nested_html()))
+    assert_refused(response, 429, "rate_limited")
+    assert checked == []  # the refusal cost no reading of the page
+    # A replay of a key that made a task is still answered, rate limit or not.
+    key = {"Idempotency-Key": "one-key"}
+    settings.REPORTS_USER_RATE_LIMIT = 2
+    made = submit(alice_client, upload("again.md", SAMPLE), headers=key)
+    assert made.status_code == 201
+    assert submit(alice_client, upload("again.md", SAMPLE), headers=key).status_code == 200
+
+
+def test_a_large_text_of_mixed_encodings_is_accepted_in_bounded_time(alice_client, worker):
+    started = time.process_time()
+    response = submit(alice_client, upload("mixed.txt", hostile.mixed_encoding_text(9)))
+    assert time.process_time() - started < 3
+    assert response.status_code == 201, response.content
+
+
 @pytest.mark.parametrize(
     ("name", "data", "hint"),
     [
@@ -409,6 +478,47 @@ def test_a_declaration_in_an_xml_part_of_any_name_is_refused(alice_client, name,
 def test_an_xml_part_in_an_encoding_word_never_writes_is_refused(alice_client, content):
     response = submit(alice_client, upload("tricked.docx", with_part("word/main.dat", content)))
     assert_refused(response, 400, "invalid_request", "encoding")
+
+
+def declared_as_image(name: str, content: bytes) -> bytes:
+    """Return the sample .docx with `name` replaced by `content`, and the package declaring
+    that part (by an Override, and `.rels` parts by their extension's Default) an image."""
+    with zipfile.ZipFile(io.BytesIO(DOCX)) as archive:
+        types = archive.read("[Content_Types].xml").decode()
+    types = re.sub(r'(Extension="rels" ContentType=")[^"]*', r"\1image/png", types)
+    override = f'<Override PartName="/{name}" ContentType="image/png"/>'
+    types = types.replace("</Types>", override + "</Types>")
+    return samples.rezip(DOCX, replace={"[Content_Types].xml": types.encode(), name: content})
+
+
+RELS_WITH_ENTITIES = (
+    '<?xml version="1.0"?><!DOCTYPE r [<!ENTITY t "http://schemas.openxmlformats.org/'
+    'officeDocument/2006/relationships/officeDocument">]>'
+    '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    '<Relationship Id="rId1" Type="&t;" Target="word/document.xml"/></Relationships>'
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("_rels/.rels", RELS_WITH_ENTITIES.encode()),
+        ("word/_rels/document.xml.rels", RELS_WITH_ENTITIES.encode("utf-16")),
+        ("word/document.xml", XXE.encode()),
+    ],
+    ids=["package-rels", "part-rels-utf-16", "main-document"],
+)
+def test_an_xml_part_declared_as_an_image_is_still_scanned(alice_client, name, content):
+    """python-docx reads relationships and `.xml` parts as XML by their path, whatever the
+    package declares: a declaration in one is refused at submit and in the parse stage."""
+    tricked = declared_as_image(name, content)
+    assert b"image/png" in zipfile.ZipFile(io.BytesIO(tricked)).read("[Content_Types].xml")
+    before = snapshot()
+    response = submit(alice_client, upload("tricked.docx", tricked))
+    assert_refused(response, 400, "invalid_request", "DOCTYPE")
+    assert snapshot() == before
+    with pytest.raises(ParseError, match="DOCTYPE or ENTITY"):
+        document_text(tricked)
 
 
 def test_a_part_declared_as_an_image_is_not_read_as_xml(alice_client):

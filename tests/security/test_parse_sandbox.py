@@ -70,3 +70,8 @@ def test_the_pdf_parser_reads_through_the_sandbox_with_the_settings_limits(setti
 def test_a_child_whose_answer_is_garbled_fails_the_document_plainly():
     with pytest.raises(ParseError, match="could not be read"):
         run("tests.security.hostile.write_to_stdout", b"", GENEROUS)
+
+
+def test_a_sigterm_to_the_workers_process_group_leaves_the_parse_to_its_limits():
+    # The worker drains on SIGTERM; the child must not die of it and blame the document.
+    assert run("tests.security.hostile.terminated_midway", b"", GENEROUS) == ["text"]

@@ -223,6 +223,32 @@ async def test_a_finished_task_with_nothing_after_seq_closes_at_once(alice):
     await comm.disconnect()
 
 
+async def test_a_resume_point_past_the_end_of_a_running_task_still_closes_at_its_end(
+    alice, settings
+):
+    """No event past the last exists: the page goes on from the last one, gets the end,
+    and the socket closes, giving its user's stream slot back."""
+    settings.REPORTS_MAX_STREAMS_PER_USER = 1
+    task = await queued_task(alice)
+    run = await claim(task)
+    await persist_delta(run, "seen")
+    cookie = await session_cookie(alice)
+    comm = communicator(task.pk, cookie=cookie, after=100000)
+    assert (await comm.connect())[0]
+    later = await persist_delta(run, "later")
+    await broadcast.publish([later])
+    end = await persist_success(run)
+    await broadcast.publish([end])
+    messages, closed = await receive_until_closed(comm)
+    assert closed["code"] == 1000
+    assert deltas(messages) == [(3, "later")]
+    assert 'data-task-status="succeeded"' in "".join(messages)
+    await comm.disconnect()
+    again = communicator(task.pk, cookie=cookie, after=4)
+    assert (await again.connect())[0]  # the slot is free again
+    await again.disconnect()
+
+
 async def test_a_new_attempt_is_announced(alice):
     task = await queued_task(alice)
     first = await claim(task)

@@ -123,7 +123,7 @@ async def test_a_finished_task_streams_every_event_once_in_order_then_closes(
 
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/event-stream")
-    assert response["Cache-Control"] == "no-cache"
+    assert response["Cache-Control"] == "no-cache, no-store, private"
     assert response["X-Accel-Buffering"] == "no"
     events = await Stream(response).rest()
 
@@ -361,6 +361,30 @@ async def test_a_stream_resumed_on_a_running_task_continues_live(alice_async, ma
     assert await stream.next() == SSE(4, "delta", {"text": "later", "attempt": 1})
     await broadcast.publish([await fail(running)])
     assert [e.event for e in await stream.rest()] == ["failed"]
+
+
+@pytest.mark.parametrize("resume", [{"query": "?after=100000"}, {"Last-Event-ID": "100000"}])
+async def test_a_resume_point_past_the_end_of_a_running_task_still_ends_with_the_task(
+    alice_async, make_task, settings, resume
+):
+    """No event past the last exists: the stream goes on from the last one, sends the end,
+    closes, and gives its user's stream slot back."""
+    settings.REPORTS_POLL_S = 60
+    settings.REPORTS_MAX_STREAMS_PER_USER = 1
+    task = await db(make_task)()
+    running = await claim(task)
+    await append(running, "seen ")
+    stream = await follow(alice_async, task.pk, resume.pop("query", ""), **resume)
+
+    later = await append(running, "later")
+    await broadcast.publish([later])
+    assert await stream.next() == SSE(3, "delta", {"text": "later", "attempt": 1})
+    await broadcast.publish([await fail(running)])
+    assert [(e.id, e.event) for e in await stream.rest()] == [(4, "failed")]
+    await stream.close()
+    again = await follow(alice_async, task.pk)  # not 429: the slot is free again
+    assert [e.event for e in await again.rest()][-1] == "failed"
+    await again.close()
 
 
 async def test_an_idle_stream_sends_keep_alive_comments_never_events(

@@ -3,12 +3,15 @@ the call ends. No clock, no database: each instant is a number the test chooses.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reports.providers.base import Completed, Heartbeat, ProviderError, Retry, TextDelta, Usage
 from reports.states import ErrorType, Status
 from reports.worker.attempt_core import (
     CANCEL,
+    CAP_CHARS_PER_TOKEN,
     FLUSH_CHARS,
     LEASE_LOST,
     Abandon,
@@ -298,3 +301,68 @@ def test_an_error_that_may_have_taken_effect_is_an_unknown_outcome():
 def test_the_lost_worker_rule(task_status, attempt, rerun_lost, to):
     policy = RetryPolicy(max_attempts=3, max_wait_s=30, rerun_lost=rerun_lost)
     assert policy.after_lost_worker(task_status=task_status, attempt=attempt) == to
+
+
+# --- the output's guards: the cap, and a stream that loops ---------------------------------
+
+
+def capped(max_output_tokens: int, *, stop_loops: bool = True) -> Call:
+    limits = dataclasses.replace(call().limits, stop_loops=stop_loops)
+    return Call(limits, sent_at=0.0, max_output_tokens=max_output_tokens)
+
+
+def test_a_provider_that_ignores_the_cap_is_cut_at_what_the_cap_can_hold():
+    c = capped(10)  # at most 10 * CAP_CHARS_PER_TOKEN characters
+    room = 10 * CAP_CHARS_PER_TOKEN
+    written_text = []
+    decisions = []
+    for i in range(1000):  # far more than the cap, and never a completion
+        decisions = c.receive(TextDelta(f"word{i:03d} "), i * 0.01)
+        written_text += written(decisions)
+        if ending(decisions):
+            break
+    outcome = ending(decisions)
+    assert (outcome.status, outcome.error_type) == (Status.FAILED, ErrorType.STREAM_TRUNCATED)
+    assert "output cap of 10 tokens" in outcome.message
+    assert len(c.text) == room  # what arrived up to the cap is kept, nothing past it
+    assert "".join(written_text) == c.text
+
+
+def test_text_up_to_the_cap_is_not_cut():
+    c = capped(10)
+    c.receive(TextDelta("# T\n\n" + "x" * (10 * CAP_CHARS_PER_TOKEN - 5)), 0.0)
+    outcome = ending(c.receive(Completed("stop"), 0.1))
+    assert outcome.status == Status.FINALIZING
+
+
+def test_a_completion_whose_reported_output_passed_the_cap_fails_truncated():
+    c = capped(10)
+    c.receive(TextDelta("# Report\n\nShort."), 0.0)
+    outcome = ending(c.receive(Completed("stop", Usage(5, 750_060, None, "provider")), 0.1))
+    assert (outcome.status, outcome.error_type) == (Status.FAILED, ErrorType.STREAM_TRUNCATED)
+    assert "750,060" in outcome.message
+
+
+LOOP = "<pre><code>"
+
+
+def test_a_stream_that_loops_ends_degenerate_keeping_its_text():
+    c = capped(100_000)
+    decisions = c.receive(TextDelta("# Report\n\n## Summary\n\nThe code:\n\n"), 0.0)
+    written_text = written(decisions)
+    for i in range(1, 2000):
+        decisions = c.receive(TextDelta(LOOP), i * 0.01)
+        written_text += written(decisions)
+        if ending(decisions):
+            break
+    outcome = ending(decisions)
+    assert (outcome.status, outcome.error_type) == (Status.FAILED, ErrorType.DEGENERATE_OUTPUT)
+    assert c.text.startswith("# Report") and c.text.endswith(LOOP)
+    assert len(c.text) < 3_000  # stopped within a few hundred tokens, not at the cap
+    assert "".join(written_text) == c.text  # all of it written before the end
+
+
+def test_loops_are_let_through_when_stopping_them_is_off():
+    c = capped(100_000, stop_loops=False)
+    for i in range(2000):
+        assert ending(c.receive(TextDelta(LOOP), i * 0.01)) is None

@@ -20,7 +20,7 @@ DOCUMENT = DocumentToRead(
 async def test_attempts_reading_one_file_at_once_make_one_parse(monkeypatch):
     parsed, kept, release = [], [], threading.Event()
 
-    def read_document(document):
+    def read_document(document, stop=None):
         parsed.append(document.name)
         assert release.wait(10)
         return "The text."
@@ -44,7 +44,7 @@ async def test_attempts_reading_one_file_at_once_make_one_parse(monkeypatch):
 async def test_a_file_that_cannot_be_read_fails_every_attempt_waiting_for_it(monkeypatch):
     parsed = []
 
-    def read_document(document):
+    def read_document(document, stop=None):
         parsed.append(document.name)
         raise preparation.ParseError("notes.md: no text could be extracted from it.")
 
@@ -57,3 +57,26 @@ async def test_a_file_that_cannot_be_read_fails_every_attempt_waiting_for_it(mon
     with pytest.raises(preparation.ParseError):
         await preparation.read_once(DOCUMENT)
     assert parsed == ["notes.md", "notes.md"]
+
+
+async def test_a_parse_nobody_waits_for_any_more_is_stopped(monkeypatch):
+    stops, started, release = [], threading.Event(), threading.Event()
+
+    def read_document(document, stop=None):
+        stops.append(stop)
+        started.set()
+        assert release.wait(10)
+        return "The text."
+
+    monkeypatch.setattr(preparation, "read_document", read_document)
+    monkeypatch.setattr(preparation, "store_prepared_text", lambda _, text: None)
+    waiting = asyncio.create_task(preparation.read_once(DOCUMENT))
+    assert await asyncio.to_thread(started.wait, 10)
+    waiting.cancel()  # the one attempt that waited is cancelled: its child must go
+    await asyncio.gather(waiting, return_exceptions=True)
+
+    assert stops[0] is not None and stops[0].stopped
+    release.set()
+    # An attempt that asks afterwards starts a parse of its own.
+    assert await preparation.read_once(DOCUMENT) == "The text."
+    assert len(stops) == 2 and not stops[1].stopped

@@ -1,0 +1,71 @@
+"""A parse under way ends when nobody needs it any more: a cancel kills it at once, and a
+worker stopped by SIGTERM ends it at its deadline rather than wait for it."""
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from reports import lifecycle, submissions
+from reports.models import Attempt, Task
+from reports.submissions import Submission, Upload
+from tests.helpers import wait_for
+from tests.security import hostile
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def sandboxes_of(pid: int) -> list[int]:
+    """Return the parse children of process `pid`, from /proc."""
+    children = []
+    for thread in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(child) for child in (thread / "children").read_text().split()]
+    return [
+        child
+        for child in children
+        if b"reports.parsers.sandbox" in Path(f"/proc/{child}/cmdline").read_bytes()
+    ]
+
+
+def slow_page_task(owner) -> Task:
+    page = Upload("slow.html", ".html", hostile.slow_html())
+    task, _ = submissions.submit(owner, Submission((page,), "", "ok", None))
+    return task
+
+
+def reading(task: Task) -> bool:
+    return Attempt.objects.filter(task=task, parsing_since__isnull=False).exists()
+
+
+def test_a_cancel_reaches_a_task_still_reading_its_document(alice, spawn_worker):
+    task = slow_page_task(alice)
+    worker = spawn_worker(1, REPORTS_PARSE_CPU_S="60", REPORTS_PARSE_TIMEOUT_S="120")
+    wait_for(lambda: reading(task) and sandboxes_of(worker.pid), "the worker to read the page")
+
+    assert lifecycle.cancel_task(task)
+    cancelled = time.monotonic()
+    wait_for(
+        lambda: Task.objects.filter(pk=task.pk, status="cancelled").exists(),
+        "the cancel to end the task",
+        timeout=30,
+    )
+    # Within a few lease renewals, not at the parse's limits (a minute of CPU).
+    assert time.monotonic() - cancelled < 10
+    assert sandboxes_of(worker.pid) == []  # the parse was killed, not left to finish
+    attempt = Attempt.objects.get(task=task)
+    assert (attempt.status, attempt.error_type) == ("cancelled", "")
+    assert worker.poll() is None
+
+
+def test_sigterm_ends_a_parse_at_its_deadline(alice, spawn_worker):
+    task = slow_page_task(alice)
+    worker = spawn_worker(1, REPORTS_PARSE_CPU_S="60", REPORTS_PARSE_TIMEOUT_S="2")
+    wait_for(lambda: reading(task), "the worker to read the page")
+
+    worker.send_signal(signal.SIGTERM)
+    # The drain waits for the parse only until its deadline (2 s), then the worker exits.
+    assert worker.wait(timeout=20) == 0
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", "invalid_input")
+    assert "took too long to read (2 s)" in task.user_message
