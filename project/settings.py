@@ -315,6 +315,8 @@ REPORTS_PROVIDERS = {
             "base_url": env_str("OPENAI_BASE_URL", "https://api.openai.com/v1"),
             "api_key": env_str("OPENAI_API_KEY"),
             "connect_timeout_s": env_number("REPORTS_PROVIDER_CONNECT_TIMEOUT_S", 10, minimum=0.01),
+            # openai | llama-server: what the server understands beyond OpenAI's API.
+            "dialect": env_str("REPORTS_PROVIDER_DIALECT", "openai"),
         },
     },
 }
@@ -340,6 +342,9 @@ REPORTS_STALL_TIMEOUT_S = env_number("REPORTS_STALL_TIMEOUT_S", 30, minimum=0.01
 REPORTS_TASK_DEADLINE_S = env_number("REPORTS_TASK_DEADLINE_S", 900, minimum=1)
 REPORTS_LEASE_S = env_number("REPORTS_LEASE_S", 30, minimum=1)
 REPORTS_MAX_RUNNING = env_int("REPORTS_MAX_RUNNING", 8, minimum=1)
+# Calls the provider runs at once (0: as many as it takes, unless it says, as llama-server's
+# slots do); tasks beyond it wait in Reportline's queue (docs/providers.md, "Concurrency").
+REPORTS_PROVIDER_CONCURRENCY = env_int("REPORTS_PROVIDER_CONCURRENCY", 0, minimum=0)
 REPORTS_LANE_LIMITS = env_lane_limits("REPORTS_LANE_LIMITS", "short=6,long=2")
 REPORTS_LONG_LANE_BYTES = env_int("REPORTS_LONG_LANE_BYTES", 200_000, minimum=1)
 REPORTS_RERUN_LOST_ATTEMPTS = env_bool("REPORTS_RERUN_LOST_ATTEMPTS", True)
@@ -353,6 +358,10 @@ REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1
 # A stream that keeps repeating itself is stopped: failed / degenerate_output.
 REPORTS_STOP_LOOPS = env_bool("REPORTS_STOP_LOOPS", True)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
+# The provider's circuit (docs/providers.md): calls in a row failed for the provider's own
+# reasons that open it, and the seconds before its first probe (doubling, at most 10 min).
+REPORTS_BREAKER_FAILURES = env_int("REPORTS_BREAKER_FAILURES", 5, minimum=1)
+REPORTS_BREAKER_COOLDOWN_S = env_number("REPORTS_BREAKER_COOLDOWN_S", 30, minimum=0)
 REPORTS_POLL_S = env_number("REPORTS_POLL_S", 0.5, minimum=0.01)
 # SIGTERM on a web process: how long open streams get to close before it stops
 # (reports/serving/stopping.py).

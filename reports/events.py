@@ -93,12 +93,24 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """How far the model has read the report's prompt: `tokens_read` of `tokens_total`
+    (None: the server does not say), about `eta_s` seconds more (None: not known)."""
+
+    tokens_read: int | None
+    tokens_total: int | None
+    eta_s: float | None
+
+
+@dataclass(frozen=True)
 class Progress:
-    """How far the current attempt's plan of calls has come."""
+    """How far the current attempt's plan of calls has come, and, while the model reads
+    the report's prompt, how far it has read."""
 
     done: int
     total: int
     label: str
+    reading: Reading | None = None
 
 
 @dataclass(frozen=True)
@@ -223,7 +235,15 @@ def _progress(state: TaskState, number: int, data: dict[str, Any]) -> None:
     done = int(data.get("done") or 0)
     if state.progress is not None and done < state.progress.done:
         return
-    state.progress = Progress(done, int(data.get("total") or 0), data.get("label", ""))
+    reading = data.get("reading")
+    state.progress = Progress(
+        done,
+        int(data.get("total") or 0),
+        data.get("label", ""),
+        Reading(reading.get("tokens_read"), reading.get("tokens_total"), reading.get("eta_s"))
+        if isinstance(reading, dict)
+        else None,
+    )
 
 
 # --- constructors: the only places an event's data is spelled --------------------------
@@ -257,9 +277,26 @@ def delta(text: str) -> Draft:
     return Draft(DELTA, {"text": text})
 
 
-def progress(done: int, total: int, label: str) -> Draft:
-    """How far a plan of calls has come: `done` of `total` calls, reading `label`."""
-    return Draft(PROGRESS, {"done": done, "total": total, "label": label})
+def progress(
+    done: int,
+    total: int,
+    label: str,
+    *,
+    tokens_read: int | None = None,
+    tokens_total: int | None = None,
+    eta_s: float | None = None,
+) -> Draft:
+    """How far a plan of calls has come: `done` of `total` calls, reading `label`; while
+    the model reads the report's prompt, also how far (`tokens_read` of `tokens_total`,
+    about `eta_s` seconds more; each None when not known)."""
+    data: dict[str, Any] = {"done": done, "total": total, "label": label}
+    if tokens_read is not None or tokens_total is not None or eta_s is not None:
+        data["reading"] = {
+            "tokens_read": tokens_read,
+            "tokens_total": tokens_total,
+            "eta_s": None if eta_s is None else round(eta_s, 1),
+        }
+    return Draft(PROGRESS, data)
 
 
 def succeeded(result_id) -> Draft:

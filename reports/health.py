@@ -2,6 +2,8 @@
 
 `/healthz` answers while the process serves at all. `/readyz` says whether it should be
 sent work: the database and the channel layer answer, and the process is not stopping.
+It also names the provider's circuit (docs/providers.md) when it is not closed: tasks then
+wait in the queue, but the web tier still takes them, so it stays ready (200).
 Both are unauthenticated, so they say nothing but which check failed: no host, no error
 text, no version. A probe costs one `SELECT 1` and one message to the process's own
 channel, and probes arriving together share one check (at most one a second), so a flood
@@ -18,13 +20,15 @@ from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.http import require_GET
 
+from reports.models import CircuitState, ProviderCircuit
+from reports.models.breaker import provider_name
 from reports.serving.stopping import is_stopping
 from reports.threads import on_shared_db
 
 CHECK_TIMEOUT_S = 2.0  # a dependency slower than this is as good as down to a balancer
 FRESH_S = 1.0  # how long one check's answer serves later probes
 
-_last: tuple[float, dict[str, bool]] | None = None
+_last: tuple[float, tuple[dict[str, bool], dict[str, str]]] | None = None
 _running: asyncio.Future | None = None
 
 
@@ -64,13 +68,33 @@ async def _passes(check) -> bool:
     return True
 
 
-async def _check() -> dict[str, bool]:
-    database, channel_layer = await asyncio.gather(_passes(_database), _passes(_channel_layer))
-    return {"database": database, "channel_layer": channel_layer}
+def _circuit() -> dict[str, str]:
+    circuit = ProviderCircuit.objects.current()
+    state = CircuitState.CLOSED if circuit is None else circuit.state
+    found = {"name": provider_name(), "circuit": state}
+    if circuit is not None and circuit.next_try_at is not None:
+        found["next_try_at"] = circuit.next_try_at.isoformat()
+    return found
 
 
-async def dependencies() -> dict[str, bool]:
-    """Return whether each dependency answers, checking at most once a second."""
+async def _provider() -> dict[str, str]:
+    """Return the provider's name and its circuit's state; `unknown` without a database."""
+    try:
+        return await asyncio.wait_for(on_shared_db(_circuit)(), CHECK_TIMEOUT_S)
+    except Exception:
+        return {"name": provider_name(), "circuit": "unknown"}
+
+
+async def _check() -> tuple[dict[str, bool], dict[str, str]]:
+    database, channel_layer, provider = await asyncio.gather(
+        _passes(_database), _passes(_channel_layer), _provider()
+    )
+    return {"database": database, "channel_layer": channel_layer}, provider
+
+
+async def checked() -> tuple[dict[str, bool], dict[str, str]]:
+    """Return whether each dependency answers, and the provider's circuit, checking at
+    most once a second."""
     global _last, _running
     if _last is not None and time.monotonic() - _last[0] < FRESH_S:
         return _last[1]
@@ -88,12 +112,13 @@ async def healthz(request) -> JsonResponse:
 
 @require_GET
 async def readyz(request) -> JsonResponse:
-    checks = await dependencies()
+    checks, provider = await checked()
     stopping = is_stopping()
     ready = all(checks.values()) and not stopping
     body = {
         "status": "ready" if ready else "unavailable",
         "checks": {name: "ok" if ok else "down" for name, ok in checks.items()},
         "draining": stopping,  # the answer's own word (docs/production.md)
+        "provider": provider,  # its circuit: tasks wait while it is open; still ready
     }
     return JsonResponse(body, status=200 if ready else 503)

@@ -27,11 +27,13 @@ from reports.models import (
     Attempt,
     CostStatus,
     ErrorType,
+    ProviderCircuit,
     SourcePassage,
     Status,
     Task,
     TaskEvent,
 )
+from reports.providers import concurrency
 
 # A passage id as a citation names it; nine digits at most stay inside the column's range.
 PASSAGE_ID = re.compile(r"S([1-9]\d{0,8})")
@@ -51,7 +53,8 @@ LABELS = {
 
 
 def estimated_wait_s(lane: str, position: int) -> float | None:
-    """Estimate the wait: median run time of the lane's recent reports, times position over slots.
+    """Estimate the wait: median run time of the lane's recent reports, times position
+    over the slots (the lane's, or fewer when the provider runs fewer calls at once).
 
     None when the lane has no finished report to learn from yet.
     """
@@ -63,7 +66,10 @@ def estimated_wait_s(lane: str, position: int) -> float | None:
     durations = [(done - claimed).total_seconds() for claimed, done in rows if done]
     if not durations:
         return None
-    slots = max(1, settings.REPORTS_LANE_LIMITS.get(lane, 1))
+    slots = settings.REPORTS_LANE_LIMITS.get(lane, 1)
+    if (provider_limit := concurrency.limit()) is not None:
+        slots = min(slots, provider_limit)
+    slots = max(1, slots)
     return statistics.median(durations) * position / slots
 
 
@@ -102,6 +108,7 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         "elapsed_ms": None,
         "stage": "",
         "progress": None,
+        "reading": None,
     }
     if value == Status.QUEUED:
         context["detail"] = _queued_detail(task, state)
@@ -112,6 +119,7 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         if state.progress is not None and not has_text:
             context["stage"] = "reading"  # a plan of calls reads its parts first
             context["progress"] = state.progress
+            context["reading"] = reading_context(state.progress.reading)
     elif value == Status.FINALIZING:
         context["detail"] = "checking and saving the report"
     elif value == Status.SUCCEEDED:
@@ -123,6 +131,21 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
     return context
 
 
+def reading_context(reading: events.Reading | None) -> dict[str, Any] | None:
+    """Return what the status line says while the model reads the report's prompt: how
+    far, in words, and the time it should take yet (the page counts it down)."""
+    if reading is None:
+        return None
+    eta = reading.eta_s
+    return {
+        "words": wording.reading(reading.tokens_read, reading.tokens_total),
+        "tokens_read": reading.tokens_read,
+        "tokens_total": reading.tokens_total,
+        "eta_s": eta,
+        "time_left": wording.time_left(eta) if eta is not None else "",
+    }
+
+
 def failure_short(error_type: str) -> str:
     """Return a failure's reason in a few words, for a status line; "" for none."""
     return wording.FAILURES.get(error_type, ("", ""))[0]
@@ -132,6 +155,9 @@ def _queued_detail(task: Task, state: TaskState) -> str:
     position = task.queue_position()
     if position is None:  # claimed since the task was read: it is on its way
         return "starting now"
+    circuit = ProviderCircuit.objects.current()
+    if circuit is not None and not circuit.is_closed:  # it waits for the provider
+        return wording.provider_unavailable(circuit.next_try_at)
     wait = estimated_wait_s(task.lane, position)
     line = wording.place_in_line(position)
     line += f", estimated wait {duration_words(wait)}" if wait is not None else ""
@@ -306,7 +332,7 @@ def home_rows(user, limit: int = 50) -> list[dict[str, Any]]:
         if task.status == Status.QUEUED:
             detail = wording.place_in_line(task.queue_position())
         elif task.status == Status.RUNNING:
-            detail = "writing"
+            detail = "in progress"  # reading or writing: the task's page says which
         elif task.status == Status.FAILED:
             detail = failure_short(task.error_type)
         rows.append(

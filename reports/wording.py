@@ -7,6 +7,10 @@ pages show the same words, so a failure reads alike wherever it is read.
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from django.utils.timezone import localtime
+
 from reports.states import PROVIDER_FAILURES, ErrorType
 
 # Why a task ended without a report, in plain words: (short, for the status line; long).
@@ -96,6 +100,14 @@ UNKNOWN_OUTCOME = (
 )
 
 
+def provider_unavailable(next_try_at: datetime | None) -> str:
+    """Say why a queued task waits while the provider's circuit is open (docs/providers.md),
+    and when the provider is tried next; None: a probe is trying it now."""
+    if next_try_at is None:
+        return "The provider is unavailable; trying it again now"
+    return f"The provider is unavailable; next try at {localtime(next_try_at):%H:%M:%S}"
+
+
 def ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
@@ -118,3 +130,24 @@ def progress(kind: str, number: int, of: int, label: str) -> str:
     if kind == "round":
         return f"Combining notes, round {number}: {label}"
     return "Writing the report from the notes"
+
+
+# A `progress` event's label while the model reads the report's prompt.
+READING = "The model is reading your document"
+
+
+def reading(tokens_read: int | None, tokens_total: int | None) -> str:
+    """Say how far the model has read: "The model is reading your document: 1,200 of
+    3,500 tokens", or, where the server does not say, "The model is reading your
+    document…"."""
+    if tokens_read is not None and tokens_total:
+        return f"{READING}: {tokens_read:,} of {tokens_total:,} tokens"
+    return f"{READING}…"
+
+
+def time_left(seconds: float) -> str:
+    """Say how long the reading should take yet: "about 20 s left", "about 3 min left"."""
+    if seconds < 1:
+        return "almost done"
+    amount = f"{round(seconds)} s" if seconds < 90 else f"{round(seconds / 60)} min"
+    return f"about {amount} left"

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import timedelta
 
 import pytest
 from channels.layers import get_channel_layer
 from django.db import OperationalError
 from django.test import AsyncClient
+from django.utils import timezone
 
 from reports import health
+from reports.models import CircuitState, ProviderCircuit
 from reports.serving import stopping
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,6 +39,7 @@ async def test_a_healthy_process_is_alive_and_ready_without_credentials():
             "status": "ready",
             "checks": {"database": "ok", "channel_layer": "ok"},
             "draining": False,
+            "provider": {"name": "simulated", "circuit": "closed"},
         },
     )
 
@@ -99,3 +103,17 @@ async def test_a_burst_of_probes_costs_one_check(monkeypatch):
     monkeypatch.setattr(health, "_select_one", counted)
     await asyncio.gather(*(get("/readyz") for _ in range(20)))
     assert len(queries) == 1
+
+
+async def test_an_open_circuit_is_named_and_the_web_tier_stays_ready():
+    retry_at = timezone.now() + timedelta(seconds=30)
+    await ProviderCircuit.objects.acreate(
+        provider="simulated", state=CircuitState.OPEN, failures=5, trips=1, retry_at=retry_at
+    )
+    status, body = await get("/readyz")
+    assert (status, body["status"]) == (200, "ready")
+    assert body["provider"] == {
+        "name": "simulated",
+        "circuit": "open",
+        "next_try_at": retry_at.isoformat(),
+    }

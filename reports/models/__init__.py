@@ -1,7 +1,9 @@
 """The models of a task's life, re-exported so that every caller imports from here."""
 
 from reports.models.accounts import ApiToken, Budget
+from reports.models.breaker import CircuitState, ProviderCircuit
 from reports.models.plans import PlanCall, SourcePassage
+from reports.models.providers import ProviderFigures
 from reports.models.tasks import (
     Attempt,
     Document,
@@ -41,6 +43,7 @@ __all__ = [
     "Attempt",
     "AttemptStatus",
     "Budget",
+    "CircuitState",
     "CostStatus",
     "Document",
     "ErrorType",
@@ -49,6 +52,8 @@ __all__ = [
     "Lane",
     "PlanCall",
     "PreparedText",
+    "ProviderCircuit",
+    "ProviderFigures",
     "SourcePassage",
     "Stage",
     "Status",

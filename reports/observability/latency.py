@@ -13,13 +13,24 @@ be measured apart: a planned task reads a whole long document and takes longer b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from reports.models import STAGES, TERMINAL, Attempt, ErrorType, PlanCall, Status, Task
+from reports.models import (
+    STAGES,
+    TERMINAL,
+    Attempt,
+    CircuitState,
+    ErrorType,
+    PlanCall,
+    ProviderCircuit,
+    Status,
+    Task,
+)
+from reports.models.breaker import provider_name
 from reports.observability.percentiles import Sample, Summary, summarize
 
 TIMEOUT_ERRORS = (ErrorType.TIMEOUT, ErrorType.STALLED)
@@ -58,6 +69,32 @@ class Rate:
 
 
 @dataclass(frozen=True)
+class Circuit:
+    """The provider's circuit as the page shows it (docs/providers.md)."""
+
+    provider: str
+    state: str
+    failures: int  # calls in a row that failed for the provider's own reasons
+    opened: int  # times it opened, ever
+    next_try_at: datetime | None  # open: when a probe may go
+    changed_at: datetime | None
+
+
+def circuit() -> Circuit:
+    found = ProviderCircuit.objects.current()
+    if found is None:
+        return Circuit(provider_name(), CircuitState.CLOSED, 0, 0, None, None)
+    return Circuit(
+        found.provider,
+        found.state,
+        found.failures,
+        found.opened_total,
+        found.next_try_at,
+        found.changed_at,
+    )
+
+
+@dataclass(frozen=True)
 class Figures:
     window: str
     calls: str  # a key of CALLS
@@ -67,6 +104,7 @@ class Figures:
     task_metrics: list[tuple[str, str, str, Summary]]  # key, label, what it measures, summary
     stage_metrics: list[tuple[str, str, str, Summary]]
     rates: list[Rate]
+    circuit: Circuit
 
 
 def _ms(start, end) -> float:
@@ -148,6 +186,7 @@ def figures(window: str, calls: str = DEFAULT_CALLS) -> Figures:
             Rate("cancelled", counts["cancelled"], ended),
             Rate("reconciliation required", counts["reconciliation"], ended),
         ],
+        circuit=circuit(),
     )
 
 

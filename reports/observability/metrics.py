@@ -27,9 +27,21 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
-from reports.models import STAGES, TERMINAL, Attempt, AttemptStatus, Lane, Status, Task
+from reports.models import (
+    STAGES,
+    TERMINAL,
+    Attempt,
+    AttemptStatus,
+    CircuitState,
+    Lane,
+    ProviderCircuit,
+    Status,
+    Task,
+)
+from reports.models.breaker import provider_name
 from reports.observability import loop_lag
 from reports.observability.latency import TIMEOUT_ERRORS
+from reports.providers import concurrency
 
 # Seconds: from a fast parse (5 ms) to a long report (30 min).
 BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
@@ -87,6 +99,7 @@ class DatabaseCollector:
         yield self._stage_histogram()
         yield from self._counters(ended)
         yield from self._gauges()
+        yield from self._circuit()
 
     def _task_histograms(self, ended):
         # One pass over the ended tasks' instants: the same on SQLite and PostgreSQL,
@@ -170,6 +183,52 @@ class DatabaseCollector:
         for lane in Lane.values:
             leases.add_metric([lane], per_lane[lane])
         yield leases
+        yield from _provider_gauges()
+
+
+def _provider_gauges():
+    """The provider's calls at once: the limit the workers keep to, and those under way."""
+    limit = concurrency.limit()
+    limit_gauge = GaugeMetricFamily(
+        "reportline_provider_concurrency_limit",
+        "Calls the provider is given at once (setting, server slots, adaptive); -1: no limit.",
+    )
+    limit_gauge.add_metric([], -1 if limit is None else limit)
+    yield limit_gauge
+    in_flight = GaugeMetricFamily(
+        "reportline_provider_calls_in_flight", "Calls under way at the provider."
+    )
+    in_flight.add_metric([], concurrency.in_flight())
+    yield in_flight
+
+    def _circuit(self):
+        """The provider's circuit (docs/providers.md): its state, its failures in a row,
+        and how often it opened."""
+        circuit = ProviderCircuit.objects.current()
+        name = provider_name()
+        now = CircuitState.CLOSED if circuit is None else circuit.state
+        state = GaugeMetricFamily(
+            "reportline_provider_circuit_state",
+            "1 for the state the provider's circuit is in (closed, open, probing), else 0.",
+            labels=["provider", "state"],
+        )
+        for value in CircuitState.values:
+            state.add_metric([name, value], 1 if value == now else 0)
+        yield state
+        failures = GaugeMetricFamily(
+            "reportline_provider_consecutive_failures",
+            "Calls in a row that failed for the provider's own reasons.",
+            labels=["provider"],
+        )
+        failures.add_metric([name], 0 if circuit is None else circuit.failures)
+        yield failures
+        opened = CounterMetricFamily(
+            "reportline_provider_circuit_opened",
+            "Times the provider's circuit opened (a failed probe opens it again).",
+            labels=["provider"],
+        )
+        opened.add_metric([name], 0 if circuit is None else circuit.opened_total)
+        yield opened
 
 
 def _by_lane(queryset, lane_field: str = "lane") -> dict[str, int]:

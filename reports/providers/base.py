@@ -60,6 +60,27 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
+class ReadingProgress:
+    """How far the server has read the prompt before writing (llama-server's
+    `prompt_progress`): a sign of progress, not of text. Counts are tokens; `cached` of
+    them were read before (the server's prompt cache), and `time_ms` is the server's own
+    time spent reading the rest so far."""
+
+    processed: int
+    total: int
+    cached: int = 0
+    time_ms: float | None = None
+
+    @property
+    def rate(self) -> float | None:
+        """Tokens read a second, by the server's own clock; None when it cannot say."""
+        read = self.processed - self.cached
+        if read <= 0 or not self.time_ms or self.time_ms <= 0:
+            return None
+        return read / (self.time_ms / 1000)
+
+
+@dataclass(frozen=True)
 class Completed:
     """The provider's completion signal."""
 
@@ -68,7 +89,7 @@ class Completed:
     request_id: str | None = None
 
 
-StreamItem = TextDelta | Heartbeat | Completed
+StreamItem = TextDelta | Heartbeat | ReadingProgress | Completed
 
 
 class Retry(enum.Enum):
@@ -106,12 +127,16 @@ class ProviderError(Exception):
 class Provider(ABC):
     """A language-model adapter: turns a request into a stream of items.
 
-    The stream yields `TextDelta`s and `Heartbeat`s and ends with one `Completed`;
+    The stream yields `TextDelta`s, `Heartbeat`s and (where the server reports how far it
+    has read the prompt) `ReadingProgress`, and ends with one `Completed`;
     a stream that ends without `Completed` was truncated. Failures are raised as
     `ProviderError`. Closing the async iterator (cancel) must stop the work.
     """
 
     name: str = ""
+    # Whether its calls teach the provider's figures (reading rate, concurrency limit):
+    # a simulation's timings and 429s are made up, and would teach nothing true.
+    learns_from_calls: bool = True
 
     def __init__(self, *, clock: Clock | None = None, **options) -> None:
         self.clock = clock or Clock()
@@ -121,6 +146,11 @@ class Provider(ABC):
         """Return how many characters of `sample` this provider's model counts as a
         token, at most: what a plan of calls is cut by (reports/worker/plan.py)."""
         return CHARS_PER_TOKEN
+
+    async def concurrency(self) -> int | None:
+        """Return how many calls the server runs at once, where it says (llama-server's
+        slots); None when it does not."""
+        return None
 
     @abstractmethod
     def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:

@@ -32,6 +32,7 @@ from reports.providers.base import (
     Heartbeat,
     Provider,
     ProviderError,
+    ReadingProgress,
     Retry,
     StreamItem,
     TextDelta,
@@ -49,6 +50,11 @@ SPEND_CAP_CODES = frozenset({"insufficient_quota", "billing_hard_limit_reached"}
 DETAIL_CHARS = 300
 # Timeouts that mean the request never left: safe to try again.
 NOT_SENT = (httpx2.ConnectTimeout, httpx2.PoolTimeout)
+# What a server understands beyond OpenAI's own API (REPORTS_PROVIDER_DIALECT). Only
+# llama.cpp's llama-server is asked for its prompt progress (`return_progress`) and its
+# slots (`/props`): a field another server does not know may be refused.
+DIALECTS = frozenset({"openai", "llama-server"})
+PROPS_TIMEOUT_S = 5.0
 
 
 class OpenAIProvider(Provider):
@@ -63,10 +69,17 @@ class OpenAIProvider(Provider):
         model: str = "",
         connect_timeout_s: float = 10.0,
         read_timeout_s: float | None = None,
+        dialect: str = "openai",
         **options,
     ) -> None:
         # The key is kept out of `options`, which may be shown; only this client holds it.
-        super().__init__(clock=clock, base_url=base_url, model=model, **options)
+        super().__init__(clock=clock, base_url=base_url, model=model, dialect=dialect, **options)
+        if dialect not in DIALECTS:
+            raise ImproperlyConfigured(
+                f"REPORTS_PROVIDER_DIALECT must be one of {', '.join(sorted(DIALECTS))}, "
+                f"not {dialect!r}."
+            )
+        self.dialect = dialect
         self.model = model or settings.REPORTS_MODEL
         if not self.model:
             raise ImproperlyConfigured(
@@ -86,8 +99,8 @@ class OpenAIProvider(Provider):
         )
         # Built once: a TLS context takes tens of milliseconds to load, a client a fraction.
         self._tls = ssl.create_default_context()
-        root = base_url.rstrip("/").removesuffix("/v1")
-        self.fitter = fitting.ContextFitter(root, self.model)
+        self.root = base_url.rstrip("/").removesuffix("/v1")
+        self.fitter = fitting.ContextFitter(self.root, self.model)
 
     def http(self) -> httpx2.AsyncClient:
         """Return a new HTTP client: each request has connections of its own, so none
@@ -112,6 +125,19 @@ class OpenAIProvider(Provider):
         if tokens:
             return min(CHARS_PER_TOKEN, len(sample) / tokens * fitting.SAFETY)
         return self.fitter.chars_per_token or CHARS_PER_TOKEN
+
+    async def concurrency(self) -> int | None:
+        """llama-server's `total_slots` from its `/props`; None for any other server, or
+        when it does not answer."""
+        if self.dialect != "llama-server":
+            return None
+        try:
+            async with self.http() as http:
+                response = await http.get(f"{self.root}/props", timeout=PROPS_TIMEOUT_S)
+                slots = response.json().get("total_slots") if response.is_success else None
+        except (httpx2.HTTPError, ValueError, AttributeError):
+            return None
+        return slots if isinstance(slots, int) and slots > 0 else None
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         configured = settings.REPORTS_CONTEXT_TOKENS
@@ -160,6 +186,7 @@ class OpenAIProvider(Provider):
                 max_tokens=request.max_output_tokens,
                 stream=True,
                 stream_options={"include_usage": True},
+                extra_body={"return_progress": True} if self.dialect == "llama-server" else None,
             )
         except openai.APIStatusError as exc:
             if exc.status_code in (400, 413, 422):
@@ -206,6 +233,10 @@ class OpenAIProvider(Provider):
                     request_id = request_id or chunk.id or None
                     if chunk.usage is not None:
                         usage = _usage(chunk.usage)
+                    extra = chunk.model_extra or {}
+                    if (read := _reading(extra)) is not None:
+                        # The prompt's reading so far; at the end, the server's timings of it.
+                        yield read
                     text = ""
                     for choice in chunk.choices:
                         if choice.index != 0:
@@ -215,7 +246,10 @@ class OpenAIProvider(Provider):
                         finish_reason = choice.finish_reason or finish_reason
                     wrote = wrote or bool(text)
                     # A chunk without text (a role, the usage) is a sign of life, no more.
-                    yield TextDelta(text) if text else Heartbeat(request_id=request_id)
+                    if text:
+                        yield TextDelta(text)
+                    elif read is None:
+                        yield Heartbeat(request_id=request_id)
         except openai.APIError as exc:
             if finish_reason is None:  # after the completion signal, a lost tail is harmless
                 if not wrote and (overflow := self._overflow_in_stream(request, exc)):
@@ -411,6 +445,32 @@ def _usage(usage) -> Usage:
         cached_tokens=details.cached_tokens if details is not None else None,
         source="provider",
     )
+
+
+def _reading(extra: dict) -> ReadingProgress | None:
+    """Return what a llama-server chunk says of its reading of the prompt: a progress
+    report while it reads (`prompt_progress`), or its timings once it has written
+    (`timings`: the prompt's tokens, those cached, and the milliseconds it read for)."""
+    progress, timings = extra.get("prompt_progress"), extra.get("timings")
+    try:
+        if isinstance(progress, dict):
+            return ReadingProgress(
+                processed=int(progress["processed"]),
+                total=int(progress["total"]),
+                cached=int(progress.get("cache") or 0),
+                time_ms=float(progress["time_ms"]) if "time_ms" in progress else None,
+            )
+        if isinstance(timings, dict) and "prompt_n" in timings:
+            cached, read = int(timings.get("cache_n") or 0), int(timings["prompt_n"])
+            return ReadingProgress(
+                processed=cached + read,
+                total=cached + read,
+                cached=cached,
+                time_ms=float(timings["prompt_ms"]) if "prompt_ms" in timings else None,
+            )
+    except (KeyError, TypeError, ValueError):
+        return None  # a shape we do not know: no progress, rather than a failed stream
+    return None
 
 
 def _cause(exc: Exception) -> str:

@@ -45,6 +45,7 @@ def _unstructured(report: str) -> str:
 
 class SimulatedProvider(Provider):
     name = "simulated"
+    learns_from_calls = False
 
     def __init__(
         self,

@@ -8,7 +8,9 @@ needs a tick (`next_tick_at`). It never reads a clock, sleeps, logs or touches t
 database: every instant is handed to it, so a test drives it with plain numbers.
 
 It owns coalescing, the silence clocks (no answer after the request was sent, no text
-after an answer), the task's deadline, what a completion, an empty answer or a truncated
+after an answer; both count only once the server's reading of the prompt should be over,
+by what it reports or the rate learned), what the page is told while the model reads, the
+task's deadline, what a completion, an empty answer or a truncated
 stream means, and asks the retry table (`reports.worker.retries`) about a provider's
 error. One `Call` is one provider call: an attempt of one call runs one; a plan of calls
 runs one per call.
@@ -25,6 +27,7 @@ from reports.providers.base import (
     Completed,
     Heartbeat,
     ProviderError,
+    ReadingProgress,
     TextDelta,
     Usage,
 )
@@ -36,6 +39,11 @@ from reports.worker.retries import RetryPolicy
 FLUSH_INTERVAL_S = 0.1  # coalesce provider deltas into one event about this often…
 FLUSH_CHARS = 400  # …or once this many characters are waiting
 FIRST_TEXT_UNCOALESCED_S = 0.15  # except for the first text's first moments (benchmark 1)
+
+# The reading of the prompt may take this many times what the learned rate says before
+# silence counts against it: a server under load reads slower than it did alone.
+READING_MARGIN = 2.0
+READING_SHOWN_EVERY_S = 1.0  # how often the page is told how far the reading has come
 
 CANCEL = "cancel"  # the user asked the task to stop
 LEASE_LOST = "lease_lost"  # another worker may hold the task now
@@ -86,12 +94,23 @@ class End:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """Tell the page how far the model has read the prompt: `tokens_read` of
+    `tokens_total` (None: the server does not say), about `eta_s` more seconds (None:
+    not known)."""
+
+    tokens_read: int | None
+    tokens_total: int | None
+    eta_s: float | None
+
+
+@dataclass(frozen=True)
 class Abandon:
     """Stop the call and write nothing more: the lease is gone."""
 
 
-type Decision = Write | End | Abandon
-type StreamItem = TextDelta | Heartbeat | Completed | ProviderError | StreamEnded
+type Decision = Write | Reading | End | Abandon
+type StreamItem = TextDelta | Heartbeat | ReadingProgress | Completed | ProviderError | StreamEnded
 
 
 def past_deadline_at_start(limits: Limits, now: float) -> Outcome | None:
@@ -110,12 +129,17 @@ class Call:
     limits: Limits
     sent_at: float
     max_output_tokens: int | None = None  # the output cap the request asked for
+    # The prompt's size in tokens as the shell estimates it, and the rate at which the
+    # provider reads (tokens a second, learned from earlier calls; None: not yet known).
+    prompt_tokens: int = 0
+    reading_rate: float | None = None
     answered: bool = False  # the provider answered: text or a heartbeat
     first_text_at: float | None = None
     usage: Usage = field(default_factory=Usage)
     request_id: str = ""
     stop_reason: str = ""  # CANCEL or LEASE_LOST, once asked to stop
     outcome: Outcome | None = None  # once it ended
+    reading: ReadingProgress | None = None  # the server's latest word on its reading
     _chunks: list[str] = field(default_factory=list, init=False)  # every text taken in, in order
     _pending: list[str] = field(default_factory=list, init=False)  # taken in, not yet written
     _pending_chars: int = field(default=0, init=False)
@@ -123,9 +147,12 @@ class Call:
     _loops: LoopCheck = field(default_factory=LoopCheck, init=False)
     _pending_since: float = field(default=0.0, init=False)
     _last_text_at: float = field(init=False)
+    _read_at: float = field(init=False)  # when the reading last moved on
+    _first_read: tuple[float, float] | None = field(default=None, init=False)
+    _reading_shown_at: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        self._last_text_at = self.sent_at
+        self._last_text_at = self._read_at = self.sent_at
 
     @property
     def text(self) -> str:
@@ -146,6 +173,8 @@ class Call:
         ended = self._take(item, now)
         if ended is not None:
             return self._end(ended, now)
+        if isinstance(item, ReadingProgress):
+            return self._reading_shown(now)
         return self._coalesced(now)
 
     def tick(self, now: float) -> list[Decision]:
@@ -194,6 +223,15 @@ class Call:
         elif isinstance(item, Heartbeat):
             self.answered = True
             self.request_id = item.request_id or self.request_id
+        elif isinstance(item, ReadingProgress):
+            self.answered = True
+            if self.first_text_at is None:
+                before = self.reading.processed if self.reading is not None else -1
+                if item.processed > before:
+                    self._read_at = now  # reading is progress: the silence starts again
+                if self._first_read is None and item.time_ms is not None:
+                    self._first_read = (now, item.time_ms)
+            self.reading = item
         elif isinstance(item, Completed):
             self.usage = item.usage
             self.request_id = item.request_id or self.request_id
@@ -259,10 +297,84 @@ class Call:
         return Outcome(Status.FINALIZING)
 
     def _silence_due(self) -> float:
-        """When the provider's silence ends the call: no answer, or no text (a stall)."""
-        if self.answered:
+        """When the provider's silence ends the call: no answer, or no text (a stall).
+        Before the first text, silence counts only once the reading should be over."""
+        if self.first_text_at is not None:
             return self._last_text_at + self.limits.stall_timeout_s
-        return self.sent_at + self.limits.response_timeout_s
+        quiet_from = max(self._read_at, self._reading_over_at())
+        if self.answered:
+            return quiet_from + self.limits.stall_timeout_s
+        return quiet_from + self.limits.response_timeout_s
+
+    # --- reading the prompt ---------------------------------------------------------------
+
+    def _rate(self) -> float | None:
+        """Tokens read a second: as the server measures this call, else as learned."""
+        measured = self.reading.rate if self.reading is not None else None
+        return measured or self.reading_rate
+
+    def _reading_left(self) -> tuple[int, int] | None:
+        """(tokens read, tokens to read) by the server's word, else the estimate; None
+        when neither is known."""
+        if self.reading is not None:
+            return self.reading.processed, self.reading.total
+        if self.prompt_tokens:
+            return 0, self.prompt_tokens
+        return None
+
+    def _reading_over_at(self) -> float:
+        """When the reading should be over, with a margin: from its latest progress at
+        the rate it showed, else from the request at the learned rate."""
+        left, rate = self._reading_left(), self._rate()
+        if left is None or not rate:
+            return self._read_at
+        read, total = left
+        return self._read_at + max(0, total - read) / rate * READING_MARGIN
+
+    def reading_now(self) -> Reading:
+        """What the page is told of the reading: as far as the server said, or only the
+        size and the time expected."""
+        left, rate = self._reading_left(), self._rate()
+        if left is None:
+            return Reading(None, None, None)
+        read, total = left
+        eta = max(0.0, (total - read) / rate) if rate else None
+        return Reading(read if self.reading is not None else None, total, eta)
+
+    def _reading_shown(self, now: float) -> list[Decision]:
+        """Tell the page how far the reading has come: at most every
+        READING_SHOWN_EVERY_S, and once it is whole."""
+        if self.first_text_at is not None or self.reading is None:
+            return self._coalesced(now)
+        whole = self.reading.processed >= self.reading.total
+        shown = self._reading_shown_at
+        if not whole and shown is not None and now - shown < READING_SHOWN_EVERY_S:
+            return []
+        self._reading_shown_at = now
+        return [self.reading_now()]
+
+    def server_wait_s(self) -> float | None:
+        """How long the request waited inside the server before it began reading (a
+        server with no free slot queues it): by the server's own timing where it gave
+        one, else the first text's wait beyond what reading should take."""
+        if self._first_read is not None:
+            at, time_ms = self._first_read
+            return max(0.0, at - self.sent_at - time_ms / 1000)
+        if self.first_text_at is not None and self.reading_rate and self.prompt_tokens:
+            reading_s = self.prompt_tokens / self.reading_rate
+            return max(0.0, self.first_text_at - self.sent_at - reading_s)
+        return None
+
+    def reading_taken(self) -> tuple[int, float] | None:
+        """(tokens, seconds) the server took to read this call's prompt, to learn the
+        rate from: its own timing, else the usage and the first text's wait."""
+        reading = self.reading
+        if reading is not None and reading.time_ms:
+            return reading.processed - reading.cached, reading.time_ms / 1000
+        tokens = self.usage.input_tokens
+        if self.first_text_at is not None and tokens:
+            return tokens - (self.usage.cached_tokens or 0), self.first_text_at - self.sent_at
+        return None
 
     def _overdue(self, now: float) -> Outcome | None:
         """Return how the call ends when a time limit has passed (heartbeats don't count)."""

@@ -16,11 +16,13 @@ from functools import partial
 from django.conf import settings
 
 from reports import budgets, events, lifecycle
+from reports.clock import Clock
 from reports.models import PROVIDER_FAILURES, AttemptStatus, Event, Status, db_now_plus
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.providers.base import Usage
 from reports.providers.prompts import PROMPT_VERSION, estimated_usage
+from reports.worker import breaker
 from reports.worker.outcome import Outcome
 
 # The attempt's lines keep one logger name, whichever module writes them.
@@ -60,13 +62,26 @@ class AttemptRecord:
     output_cap: int | None = None  # the report call's output cap, once it was sent
 
 
-def write_end(record: AttemptRecord, outcome: Outcome, **task_fields) -> Event | None:
+def write_end(
+    record: AttemptRecord, outcome: Outcome, *, clock: Clock | None = None, **task_fields
+) -> Event | None:
     """Write the attempt's end, the task's new status and event, and the money, in one
     transaction fenced by the attempt's epoch; return None when the lease is gone.
 
+    First the provider's circuit hears what the call said of the provider, which may
+    leave the task waiting for it (`reports.worker.breaker`; `clock` is the circuit's).
     Once it commits, the `attempt.ended` line is logged (before the task's own
     `task.ended`, when the attempt ended it).
     """
+    outcome = breaker.after_attempt(
+        record.task_id,
+        record.epoch,
+        record.number,
+        outcome,
+        called=record.provider_called,
+        answered=record.answered,
+        clock=clock,
+    )
     record = dataclasses.replace(record, usage=usage_at_end(record, outcome))
     attempt = lifecycle.AttemptEnd(
         record.attempt_id,

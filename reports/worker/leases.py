@@ -15,6 +15,7 @@ from django.db.models import Count, F
 from django.db.models.functions import Coalesce, Now
 
 from reports import events, lifecycle
+from reports.clock import Clock
 from reports.models import (
     CLAIM_ORDER,
     LEASED,
@@ -28,7 +29,8 @@ from reports.models import (
     db_now_plus,
 )
 from reports.observability.task_logs import log_reaped
-from reports.worker import identity
+from reports.providers import concurrency
+from reports.worker import breaker, identity
 from reports.worker.retries import RetryPolicy
 
 # Any fixed number: every claimer takes the same PostgreSQL advisory lock.
@@ -55,6 +57,7 @@ class Claim:
     trace_id: str = ""
     traceparent: str = ""
     queued_since: datetime | None = None
+    probe: bool = False  # this attempt's call tests the provider's open circuit
 
     @property
     def age_at_start_s(self) -> float:
@@ -71,12 +74,16 @@ def free_lanes(lanes) -> list[str]:
     return [lane for lane in lanes if live.get(lane, 0) < limits.get(lane, 0)]
 
 
-def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
+def claim_next_task(
+    worker_id: str, lanes=("short", "long"), clock: Clock | None = None
+) -> Claim | None:
     """Claim the oldest eligible queued task of a lane with a free slot, or return None.
 
     Caps are counted from live leases inside the same transaction as the claim, and
     claims are serialised (SQLite's IMMEDIATE transactions, PostgreSQL's advisory
-    lock), so no number of concurrent claimers can exceed them.
+    lock), so no number of concurrent claimers can exceed them. While the provider's
+    circuit is open, only the probe (one task, when it is due) and tasks past their
+    deadline are claimed (`reports.worker.breaker`); `clock` is the circuit's.
     """
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -85,9 +92,11 @@ def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
         open_lanes = free_lanes(lanes)
         if not open_lanes:
             return None
+        if not concurrency.has_free_seat():  # the provider's calls at once (docs/providers.md)
+            return None
+        circuit = breaker.gate(clock)
         task = (
-            Task.objects.eligible()
-            .filter(lane__in=open_lanes)
+            circuit.filter(Task.objects.eligible().filter(lane__in=open_lanes))
             .order_by(*CLAIM_ORDER)
             .only("id", "epoch", "attempt_count")
             .first()
@@ -95,6 +104,9 @@ def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
         if task is None:
             return None
         number, epoch = task.attempt_count + 1, task.epoch + 1
+        admitted = circuit.admit(task.pk, epoch)
+        if admitted is None:
+            return None
         event = Task.objects.transition(
             task.pk,
             Status.QUEUED,
@@ -136,6 +148,7 @@ def claim_next_task(worker_id: str, lanes=("short", "long")) -> Claim | None:
             trace_id=task.trace_id,
             traceparent=task.traceparent,
             queued_since=previous_end or task.created_at,
+            probe=admitted == breaker.PROBE,
         )
 
 

@@ -16,6 +16,11 @@ class Outcome:
     message: str = ""
     retry_after_s: float | None = None
     plain: bool = False  # the message is fit for users as it is (ProviderError.plain)
+    # What the call says of the provider, for its circuit (reports.worker.breaker): it
+    # failed for the provider's own reasons (5xx, overloaded, no connection, before any
+    # text), or the provider answered it with a refusal (4xx) and so is up.
+    provider_down: bool = False
+    provider_answered: bool = False
 
     @property
     def user_message(self) -> str:

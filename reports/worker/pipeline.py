@@ -33,7 +33,9 @@ from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.parsers.base import ParseError
 from reports.parsers.passages import Passage
+from reports.providers import concurrency, reading_rate
 from reports.providers.base import (
+    CHARS_PER_TOKEN,
     GenerationRequest,
     Provider,
     ProviderError,
@@ -43,7 +45,7 @@ from reports.providers.base import (
 from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
 from reports.validation import settle_citations, validate_report
-from reports.worker import attempt_core, chunk_writes, plan_store
+from reports.worker import attempt_core, breaker, chunk_writes, plan_store
 from reports.worker import plan as planning
 from reports.worker.attempt_core import (
     Abandon,
@@ -51,6 +53,7 @@ from reports.worker.attempt_core import (
     Decision,
     End,
     Limits,
+    Reading,
     StreamEnded,
     Write,
 )
@@ -67,6 +70,8 @@ log = logging.getLogger(__name__)
 
 _WAKE = object()  # a stop was requested
 TOKEN_SAMPLE_CHARS = 100_000
+# A reading expected to take this long is announced as the call starts, with its time.
+READING_SHOWN_FROM_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -119,8 +124,10 @@ class AttemptRun:
         self.notes: dict[str, str] = {}  # a plan's notes so far, by call key
         self.notes_usage: list[Usage] = []  # the usage of the notes calls this attempt made
         self.done = 0  # the plan's calls finished, reused ones included
+        self._label = ""  # the plan's latest progress label
         self._unsent: list[Event] = []  # committed, not yet fanned out
         self._announcing: asyncio.Task | None = None  # fanning them out
+        self._probe_answered = False  # as the circuit's probe, told it the provider answered
 
     @property
     def task_id(self):
@@ -291,10 +298,15 @@ class AttemptRun:
         Only the report's call writes its text as it comes; a notes call's text is kept
         in its `Call` and saved whole at its end.
         """
+        rate = None
+        if self.provider.learns_from_calls:
+            rate = await threads.on_shared_db(reading_rate.tokens_per_s)()
         call = Call(
             self.limits,
             sent_at=self.clock.monotonic(),
             max_output_tokens=request.max_output_tokens,
+            prompt_tokens=prompt_chars(request) // CHARS_PER_TOKEN,
+            reading_rate=rate,
         )
         if report:
             self.call = call
@@ -304,12 +316,20 @@ class AttemptRun:
         self._calls[id(call)] = (call, queue)
         pump = asyncio.create_task(self._pump(request, queue))
         try:
+            expected = call.reading_now()
+            if report and (expected.eta_s or 0) >= READING_SHOWN_FROM_S:
+                await self._reading(expected)  # a long read: the page says how long
             while True:
                 for decision in await self._next_decisions(call, queue, report=report):
                     if isinstance(decision, Write):
                         if report:
                             await self._write(decision.text)
+                    elif isinstance(decision, Reading):
+                        if report:
+                            await self._reading(decision)
                     elif isinstance(decision, End):
+                        if self.provider.learns_from_calls:
+                            await threads.on_worker_thread(_learn_from)(call, decision.outcome)
                         return call, decision.outcome
                     elif isinstance(decision, Abandon):
                         raise LeaseLost(self.task_id)
@@ -346,6 +366,11 @@ class AttemptRun:
                 item = _WAKE
         now = self.clock.monotonic()
         decisions = call.tick(now) if item is _WAKE else call.receive(item, now)
+        if self.claim.probe and call.answered and not self._probe_answered:
+            self._probe_answered = True  # the provider is back: let the queue go on
+            await threads.on_worker_thread(breaker.probe_answered)(
+                self.task_id, self.claim.epoch, self.clock
+            )
         if report and self.first_text_ms is None and call.first_text_at is not None:
             self.first_text_ms = round((call.first_text_at - self.started) * 1000, 1)
             log_event(log, "attempt.first_text", first_text_ms=self.first_text_ms)
@@ -381,6 +406,10 @@ class AttemptRun:
         failed ended the attempt (the others under way finish and keep their notes), or
         None when all of them wrote notes."""
         wanted = min(settings.REPORTS_PLAN_PARALLEL_CALLS, len(steps)) - 1
+        if wanted and self.provider.learns_from_calls:
+            # No more calls side by side than the provider has seats free for.
+            free = await threads.on_shared_db(concurrency.free_seats)()
+            wanted = wanted if free is None else min(wanted, free)
         lent = self.spare.borrow(wanted) if self.spare is not None else 0
         try:
             return await self._run_level(task, plan, passages, requests, steps, 1 + lent)
@@ -463,7 +492,23 @@ class AttemptRun:
 
     async def _progress(self, label: str) -> None:
         """Persist and fan out how far the plan has come."""
+        self._label = label
         await self._append(events.progress(self.done, self.plan.total, label))
+
+    async def _reading(self, reading: Reading) -> None:
+        """Persist and fan out how far the model has read the report's prompt."""
+        # A plan's own label stays (what the call reads); a single call's says "reading".
+        label = self._label or wording.READING
+        await self._append(
+            events.progress(
+                self.done,
+                self.plan.total,
+                label,
+                tokens_read=reading.tokens_read,
+                tokens_total=reading.tokens_total,
+                eta_s=reading.eta_s,
+            )
+        )
 
     async def _write(self, chunk: str) -> None:
         """Persist a chunk as one delta event (renewing the lease), then fan it out."""
@@ -559,7 +604,10 @@ class AttemptRun:
     async def _end(self, outcome: Outcome, **task_fields) -> None:
         """Write the attempt's end and the task's new status in one transaction."""
         await self._announced()
-        if await threads.on_worker_thread(write_end)(self.record(), outcome, **task_fields) is None:
+        ended = await threads.on_worker_thread(write_end)(
+            self.record(), outcome, clock=self.clock, **task_fields
+        )
+        if ended is None:
             raise LeaseLost(self.task_id)
 
     def record(self) -> AttemptRecord:
@@ -587,6 +635,17 @@ class AttemptRun:
 
     def _timed(self, stage: str):
         return _StageTimer(self, stage)
+
+
+def _learn_from(call: Call, outcome: Outcome) -> None:
+    """Teach the provider's figures what a call showed: its reading rate, and whether the
+    server was crowded (reports.providers.concurrency)."""
+    taken = call.reading_taken()
+    if taken is not None:
+        reading_rate.learn(*taken)
+    overloaded = outcome.error_type == ErrorType.RATE_LIMITED
+    if call.answered or overloaded:
+        concurrency.after_call(overloaded=overloaded, server_wait_s=call.server_wait_s())
 
 
 class _StageTimer:

@@ -8,6 +8,7 @@ callers pass the instant and what they know.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -45,6 +46,10 @@ class RetryPolicy:
             return Outcome(
                 Status.RECONCILIATION_REQUIRED, error.error_type, error.message, plain=error.plain
             )
+        health = {
+            "provider_down": provider_down(error, text_arrived=text_arrived),
+            "provider_answered": error.status_code is not None and error.status_code < 500,
+        }
         delay = error.retry_after_s or 0.0
         if (
             error.retry is Retry.RETRYABLE
@@ -53,8 +58,19 @@ class RetryPolicy:
             and delay <= self.max_wait_s
             and now + delay < deadline
         ):
-            return Outcome(Status.QUEUED, error.error_type, error.message, retry_after_s=delay)
-        return Outcome(Status.FAILED, error.error_type, error.message, plain=error.plain)
+            return Outcome(
+                Status.QUEUED, error.error_type, error.message, retry_after_s=delay, **health
+            )
+        return Outcome(Status.FAILED, error.error_type, error.message, plain=error.plain, **health)
+
+    def while_provider_down(self, outcome: Outcome) -> Outcome:
+        """How an attempt ends when its call failed for the provider's own reasons and the
+        provider's circuit is open (this failure opened it, or it was the probe): the task
+        waits, queued whatever attempts it used, for the circuit to let a call through
+        again; its deadline still ends it (docs/providers.md)."""
+        if outcome.status == Status.QUEUED:  # a retry as the table has it: its wait stands
+            return outcome
+        return dataclasses.replace(outcome, status=Status.QUEUED, retry_after_s=0.0, plain=False)
 
     def after_lost_worker(self, *, task_status: str, attempt: int) -> str:
         """The status a task moves to when the worker running its attempt was lost.
@@ -72,3 +88,15 @@ class RetryPolicy:
         if attempt < self.max_attempts:
             return Status.QUEUED
         return Status.FAILED
+
+
+def provider_down(error: ProviderError, *, text_arrived: bool) -> bool:
+    """Whether a failed call counts against the provider's circuit: the provider's own
+    failure (an HTTP 5xx, 503 overloaded included, or no connection, refused or reset)
+    before any text. A 4xx (429 too), a failure after text, a cancel or an unknown
+    outcome never does."""
+    return (
+        error.retry is Retry.RETRYABLE
+        and not text_arrived
+        and (error.status_code is None or error.status_code >= 500)
+    )

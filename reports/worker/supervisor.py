@@ -22,7 +22,7 @@ from reports.clock import Clock
 from reports.observability import logs, tracing
 from reports.observability.logs import log_event
 from reports.observability.task_logs import ms_between
-from reports.providers import get_provider
+from reports.providers import concurrency, get_provider
 from reports.providers.base import Provider
 from reports.streaming import broadcast
 from reports.threads import on_shared_db, on_worker_thread
@@ -66,7 +66,7 @@ class Supervisor:
         """Claim one task and start running it; return whether work was found."""
         if len(self.running) + self.spare.lent >= self.slots or self._stopping:
             return False
-        claim = await on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes)
+        claim = await on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes, self.clock)
         if claim is None:
             return False
         await broadcast.publish(claim.events)
@@ -74,6 +74,18 @@ class Supervisor:
         key = str(claim.attempt_id)
         self.running[key] = asyncio.create_task(self._run(run), name=f"attempt-{key}")
         return True
+
+    async def learn_slots(self) -> None:
+        """Ask the provider how many calls it runs at once (llama-server's slots), so
+        claims keep to it (reports.providers.concurrency): before the loop's first claim,
+        and again at each reap."""
+        if not self.provider.learns_from_calls:
+            return
+        try:
+            slots = await self.provider.concurrency()
+            await on_shared_db(concurrency.record_slots)(slots)
+        except Exception:
+            log.exception("could not learn the provider's slots; going on without")
 
     async def reap(self) -> int:
         """Requeue or fail tasks whose lease expired; return how many."""
@@ -111,6 +123,7 @@ class Supervisor:
                 now = asyncio.get_running_loop().time()
                 if now - last_reap >= reap_every:
                     await self.reap()
+                    await self.learn_slots()  # a server restarted may have other slots
                     last_reap = now
                 while await self.claim_and_start():
                     pass

@@ -7,7 +7,7 @@ import re
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reports.models import ApiToken, Attempt, Task
+from reports.models import ApiToken, Attempt, CircuitState, ProviderCircuit, Task
 from tests.timings import RETRIED, ended_task
 
 pytestmark = pytest.mark.django_db
@@ -108,6 +108,24 @@ def test_live_leases_and_queue_depth_follow_the_table(admin_client, make_task):
     assert value(metrics["reportline_live_leases"], lane="short") == 1
     assert value(metrics["reportline_queue_depth"], lane="short") == 1
     assert Task.objects.count() == 2 and Attempt.objects.count() == 1
+
+
+def test_the_providers_circuit_is_exported(admin_client, settings):
+    metrics = scrape(admin_client)  # never failed: closed, nothing counted
+    state = metrics["reportline_provider_circuit_state"]
+    assert value(state, provider="simulated", state="closed") == 1
+    assert value(state, provider="simulated", state="open") == 0
+    ProviderCircuit.objects.create(
+        provider="simulated", state=CircuitState.OPEN, failures=5, trips=2, opened_total=3
+    )
+    metrics = scrape(admin_client)
+    state = metrics["reportline_provider_circuit_state"]
+    assert value(state, provider="simulated", state="open") == 1
+    assert value(state, provider="simulated", state="closed") == 0
+    failures = metrics["reportline_provider_consecutive_failures"]
+    assert value(failures, provider="simulated") == 5
+    opened = metrics["reportline_provider_circuit_opened"]
+    assert value(opened, "_total", provider="simulated") == 3
 
 
 def test_anonymous_callers_are_refused(client):

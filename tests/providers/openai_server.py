@@ -54,6 +54,7 @@ class Reply:
     usage: dict | None = field(default_factory=lambda: dict(USAGE))
     end: str = "done"
     cite: bool = False
+    hold: threading.Event | None = None  # the stream's text waits for this to be set
 
 
 _PASSAGE_ID = re.compile(r"\bS[1-9]\d*\b")
@@ -117,6 +118,9 @@ class OpenAIServer:
         self._server: asyncio.Server | None = None
         self._count = 0
         self.faults: dict[int, Reply] = {}  # the n-th request (from 1) gets this reply
+        # Chat completions under way now, and the most there ever were at once.
+        self.open_calls = self.most_open_calls = 0
+        self.calls_changed = threading.Condition()
 
     def start(self) -> OpenAIServer:
         self._thread.start()
@@ -150,6 +154,7 @@ class OpenAIServer:
     # --- the server side --------------------------------------------------------------
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        counted = False
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             request_line, *lines = head.decode("latin-1").split("\r\n")
@@ -164,6 +169,7 @@ class OpenAIServer:
                 await self._answer_other(writer, path, json.loads(raw or b"{}"))
                 return
             self._count += 1
+            counted = self._opened(1)
             self.requests.append(Received(method, path, headers, json.loads(raw or b"{}")))
             reply = self.faults.pop(self._count, None) or (
                 self.replies.popleft() if self.replies else answer(self.requests[-1].body)
@@ -179,7 +185,22 @@ class OpenAIServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         finally:
+            if counted:
+                self._opened(-1)
             writer.close()
+
+    def _opened(self, change: int) -> bool:
+        with self.calls_changed:
+            self.open_calls += change
+            self.most_open_calls = max(self.most_open_calls, self.open_calls)
+            self.calls_changed.notify_all()
+        return True
+
+    def wait_for_open_calls(self, count: int, timeout: float = 30) -> bool:
+        """Wait until at least `count` chat completions are under way at once; False on
+        timeout."""
+        with self.calls_changed:
+            return self.calls_changed.wait_for(lambda: self.open_calls >= count, timeout)
 
     async def _answer_other(self, writer: asyncio.StreamWriter, path: str, body: dict) -> None:
         if self.tokenize_path and path == self.tokenize_path:
@@ -239,6 +260,8 @@ class OpenAIServer:
                 body["usage"] = usage
             return body
 
+        if reply.hold is not None:
+            await asyncio.to_thread(reply.hold.wait)
         events = []
         if reply.text:
             events.append(chunk({"role": "assistant", "content": ""}))

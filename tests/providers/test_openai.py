@@ -121,15 +121,6 @@ CASES = {
         attempts=2,
         waits=[0],  # no Retry-After: again at once
     ),
-    "500 until attempts run out": case(
-        *[error(500, "The server had an error.")] * 3,
-        status="failed",
-        error_type="provider_error",
-        attempts=3,
-        waits=[0, 0],
-        usage_source="missing",
-        cost_status="released",
-    ),
     "400": case(
         error(400, "Invalid value for 'messages'.", code="invalid_value"),
         status="failed",
@@ -302,16 +293,20 @@ def test_the_request_id_of_a_failed_request_is_kept(openai_server, openai_worker
 
 @pytest.mark.django_db
 @pytest.mark.usefixtures("worker_thread")
-def test_a_connection_refused_is_retried_then_fails(settings, make_task, alice_client):
+def test_a_connection_refused_is_retried_then_waits_for_the_provider(
+    settings, make_task, alice_client
+):
     server = OpenAIServer().start()
     closed_url = server.base_url
     server.stop()  # nothing listens there any more
     point_at(settings, closed_url)
     task = make_task()
-    assert run_to_the_end(Supervisor(slots=1, clock=Clock()), task) == [0, 0]
+    run_all(Supervisor(slots=1, clock=Clock()))
+    # Every call failed so: the provider is down, and the task waits for it (its circuit
+    # opened after REPORTS_BREAKER_FAILURES calls; docs/providers.md).
     found = task_body(alice_client, task)
-    assert (found["status"], found["error"]["type"]) == ("failed", "provider_error")
-    assert len(found["attempts"]) == 3
+    assert found["status"] == "queued"
+    assert len(found["attempts"]) == settings.REPORTS_BREAKER_FAILURES
     last = Attempt.objects.filter(task=task).order_by("-number").first()
     assert "Could not reach the provider" in last.error_message
 

@@ -59,8 +59,11 @@ def slow_pdf() -> bytes:
 
 def big_report(kb: int = 195) -> str:
     """Return a valid report of about `kb` KiB, dense with Markdown: slow to check and render."""
-    line = "- **item** with `code`, a [link](https://example.com/a) and *emphasis* _here_\n"
-    return OPENING + line * ((kb * 1024 - len(OPENING)) // len(line))
+    # Numbered, so that it says something new on every line: not a loop to be stopped.
+    line = "- **item {:06d}** with `code`, a [link](https://example.com/a) and *emphasis* _here_\n"
+    return OPENING + "".join(
+        line.format(n) for n in range((kb * 1024 - len(OPENING)) // len(line.format(0)))
+    )
 
 
 def submit_file(owner, name: str, data: bytes) -> Task:
@@ -213,6 +216,7 @@ async def test_a_report_at_the_size_cap_being_checked_does_not_stop_another_stre
     alice, make_task, settings
 ):
     settings.REPORTS_MAX_REPORT_KB = 400
+    settings.REPORTS_MAX_OUTPUT_TOKENS = 100_000  # the output cap holds it at 600,000 chars
     streams, clock = Streams(big=big_report(395)), Clock()
     worker = Supervisor(slots=2, clock=clock, provider=ScriptedProvider(streams, clock))
     streaming = await sync_to_async(make_task)()

@@ -283,8 +283,8 @@ def test_finish_reason_length_counts_as_truncated(make_task, scripted_worker):
 def test_deltas_are_coalesced_into_few_events(make_task, scripted_worker):
     async def tiny_tokens(request, clock):
         yield TextDelta("# Title\n\n## Summary\n\nText.\n\n## More\n\n")
-        for _ in range(2000):
-            yield TextDelta("ab ")
+        for i in range(2000):
+            yield TextDelta(f"w{i} ")  # new words: "ab ab ab" would be a loop, and stopped
             await clock.sleep(0.005)  # 200 tokens a second
         yield Completed("stop")
 

@@ -1,5 +1,6 @@
 // The status line: htmx swaps it in (#task-status) from the server's messages; this keeps
-// what the page adds to it in step: the running time, and the quiet writer's line.
+// what the page adds to it in step: the running time, the time the model's reading should
+// take yet, and the quiet writer's line.
 
 export const TERMINAL = ["succeeded", "failed", "cancelled", "reconciliation_required"];
 export const INCOMPLETE = ["failed", "cancelled", "reconciliation_required"];
@@ -13,14 +14,30 @@ export function elapsedWords(ms) {
     : `${Math.floor(seconds / 60)} min ${String(seconds % 60).padStart(2, "0")} s`;
 }
 
+/** Return what the reading's time left says, as the server words it: "about 20 s left",
+ * "about 3 min left", "almost done"; past the estimate, that it takes longer. */
+export function timeLeftWords(seconds) {
+  if (seconds <= -1) {
+    return "taking longer than expected";
+  }
+  if (seconds < 1) {
+    return "almost done";
+  }
+  return seconds < 90
+    ? `about ${Math.round(seconds)} s left`
+    : `about ${Math.round(seconds / 60)} min left`;
+}
+
 export class StatusLine {
-  constructor(root, { now }) {
+  constructor(root, { now, every = (callback, ms) => globalThis.setInterval(callback, ms) }) {
     this.root = root;
     this.now = now;
+    this.every = every; // a timer that repeats (the tests' clock)
     this.elapsed = root.querySelector("[data-elapsed]");
     this.elapsedBase = null; // the running time the status line was rendered with
     this.elapsedSince = 0; // when it was swapped in
     this.elapsedFrom = null; // that status line's element
+    this.lineSince = now(); // when the current status line was swapped in
     this.textAt = now(); // the last text written
   }
 
@@ -37,8 +54,9 @@ export class StatusLine {
    * followed) the check for a quiet writer. */
   start(listening) {
     this.sync();
-    setInterval(() => {
+    this.every(() => {
       this.renderElapsed();
+      this.renderTimeLeft();
       this.quietCheck(listening());
     }, 1000);
   }
@@ -78,6 +96,7 @@ export class StatusLine {
       return; // the same status line: keep counting
     }
     this.elapsedFrom = line;
+    this.lineSince = this.now();
     const ms = line && line.dataset.elapsedMs;
     if (ms === undefined || ms === null || ms === "") {
       this.elapsedBase = null;
@@ -88,6 +107,19 @@ export class StatusLine {
     this.elapsedSince = this.now();
     this.elapsed.hidden = false;
     this.renderElapsed();
+  }
+
+  /** While the model reads: count down the time left the status line was rendered with. */
+  renderTimeLeft() {
+    const eta = this.root.querySelector("#task-status [data-reading-eta]");
+    if (!eta || eta.dataset.etaS === undefined) {
+      return;
+    }
+    const left = Number(eta.dataset.etaS) - (this.now() - this.lineSince) / 1000;
+    const words = timeLeftWords(left);
+    if (eta.textContent !== words) {
+      eta.textContent = words;
+    }
   }
 
   renderElapsed() {
