@@ -180,6 +180,9 @@ class Incomplete:
     reason: str
     message: str
     partial: str
+    # What the page offers: "retry" (the same documents again can help), "upload" (only
+    # another file can), or "" (nothing the owner can do here: a budget spent).
+    remedy: str = "retry"
 
 
 def incomplete_context(state: TaskState) -> Incomplete | None:
@@ -194,13 +197,20 @@ def incomplete_context(state: TaskState) -> Incomplete | None:
         reason = wording.UNKNOWN_OUTCOME
     else:
         reason = wording.FAILURES.get(state.error_type, ("", "The report failed."))[1]
+    remedy = "retry"
+    if state.error_type == ErrorType.INVALID_INPUT:
+        # The reader's own words say what is wrong with the file; running it again cannot
+        # help, another file can.
+        reason, message, remedy = message or reason, "", "upload"
+    elif state.error_type == ErrorType.BUDGET_EXHAUSTED:
+        remedy = ""
     if not state.partial:
         partial = "No text arrived."
     elif state.error_type == ErrorType.VALIDATION_FAILED:
         partial = "The text below arrived whole; it is shown as written, without formatting."
     else:
         partial = "The text below is what arrived before it stopped; it is incomplete."
-    return Incomplete(reason, message, partial)
+    return Incomplete(reason, message, partial, remedy)
 
 
 # CommonMark's backslash escapes: a backslash before ASCII punctuation.
@@ -290,6 +300,9 @@ def page_context(task: Task) -> dict[str, Any]:
         "seq": state.seq,
         "snapshot": snapshot(state),
         "terminal": state.ended,
+        # Where reports are written, so that the page says what a lost connection means:
+        # the web server's own worker stops with it; workers of their own go on.
+        "worker": "embedded" if settings.REPORTS_EMBEDDED_WORKER else "separate",
     }
     context.update(outcome_context(task, state))
     context["status"] = status_context(task, state, has_text=bool(state.text))

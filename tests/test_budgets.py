@@ -12,6 +12,7 @@ from reports.clock import Clock
 from reports.models import Attempt, Budget, Document, Status, Task
 from reports.providers.base import Completed, ProviderError, Retry, TextDelta, Usage
 from reports.providers.prompts import PROMPT_VERSION
+from reports.providers.simulated import SimulatedProvider
 from reports.reconciliation import resolve_reconciliation
 from reports.worker.leases import claim_next_task, reap_expired_leases
 from reports.worker.supervisor import Supervisor
@@ -438,3 +439,48 @@ def test_a_free_model_settles_at_zero_even_when_its_usage_is_unknown(make_task, 
     assert task.status == "reconciliation_required"  # the outcome is unknown…
     assert (task.cost_status, task.cost_micros) == ("released", 0)  # …but it cost nothing
     assert budget(alice).reserved_micros == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_cancelled_report_never_costs_more_than_the_whole_one(
+    make_task, alice_client, scripted_worker, clock
+):
+    # The same document twice through the simulated model: once whole, once cancelled after
+    # its first text. The cancel's usage is an estimate (no usage came); it must count the
+    # prompt as the finished call's usage counts it.
+    model = SimulatedProvider(clock=clock)
+    writing = asyncio.Event()
+
+    async def whole(request, clock):
+        async for item in model.stream(request):
+            yield item
+
+    async def cut_short(request, clock):
+        async for item in model.stream(request):
+            yield item
+            if isinstance(item, TextDelta):
+                await clock.sleep(1)  # past the flush interval: the text is saved
+                writing.set()
+                await asyncio.Event().wait()  # still connected, no usage yet
+
+    full = await sync_to_async(make_task)()
+    run = scripted_worker(whole)
+    assert await run.claim_and_start()
+    await run.wait_for_attempts()
+    cancelled = await sync_to_async(make_task)()
+    run = scripted_worker(cut_short)
+    assert await run.claim_and_start()
+    await writing.wait()
+    response = await sync_to_async(alice_client.post)(f"/api/tasks/{cancelled.pk}/cancel")
+    assert response.status_code == 202
+    await run.wait_for_attempts()
+
+    full, cancelled = [await sync_to_async(refreshed)(t) for t in (full, cancelled)]
+    assert (full.status, cancelled.status) == ("succeeded", "cancelled")
+    whole_usage, cut_usage = [
+        await sync_to_async(lambda t: t.attempts.get())(t) for t in (full, cancelled)
+    ]
+    assert cut_usage.usage_source == "estimate"
+    assert cut_usage.input_tokens == whole_usage.input_tokens
+    assert cut_usage.output_tokens < whole_usage.output_tokens
+    assert 0 < cancelled.cost_micros < full.cost_micros

@@ -10,7 +10,15 @@ import pytest
 
 from reports.models import Task
 from reports.streaming.consumers import HEARTBEAT_S
-from tests.helpers import run_all, store_passages, submit, task_of, tasks_of_every_kind
+from tests.helpers import (
+    run_all,
+    store_passages,
+    submit,
+    task_of,
+    tasks_of_every_kind,
+    upload,
+)
+from tests.parsers import samples
 
 pytestmark = pytest.mark.django_db
 
@@ -118,6 +126,15 @@ def test_queued_task_page_has_the_hooks(alice_client):
     assert_no_inline_code(html)
 
 
+@pytest.mark.parametrize(("embedded", "worker"), [(True, "embedded"), (False, "separate")])
+def test_the_page_knows_where_its_report_is_written(alice_client, settings, embedded, worker):
+    # So that a lost connection says the truth: an embedded worker stops with the server.
+    settings.REPORTS_EMBEDDED_WORKER = embedded
+    task = task_of(submit(alice_client))
+    html = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    assert f'data-worker="{worker}"' in html
+
+
 def test_succeeded_task_page_shows_the_rendered_report_and_download(alice_client, worker):
     task = task_of(submit(alice_client))
     run_all(worker)
@@ -161,6 +178,32 @@ def test_failed_task_page_keeps_the_text_and_says_why(alice_client, worker, scen
     stream = re.search(r"<div[^>]*data-report-stream[^>]*>(.*?)</div>", html, re.S).group(1)
     assert bool(stream) is (scenario != "empty")
     assert_no_inline_code(html)
+
+
+def test_an_unreadable_document_says_why_first_and_offers_another_file_not_a_retry(
+    alice_client, worker
+):
+    task = task_of(submit(alice_client, upload("scan.pdf", samples.image_pdf())))
+    run_all(worker)
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", "invalid_input")
+
+    html = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+
+    incomplete = re.search(r'<div id="task-incomplete"[^>]*>(.*?)</div>', html, re.S).group(1)
+    headline = re.search(r'<p class="incomplete-reason">(.*?)</p>', incomplete).group(1)
+    assert "no text layer" in headline  # the reader's reason, not "could not be read"
+    assert "Technical details" not in incomplete
+    assert 'data-action="upload-another"' in incomplete
+    assert re.search(r'<form class="retry-form"[^>]*hidden', html)  # a retry cannot help
+
+
+def test_a_provider_failure_still_offers_a_retry(alice_client, worker):
+    task = task_of(submit(alice_client, scenario="error"))
+    run_all(worker)
+    html = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    assert not re.search(r'<form class="retry-form"[^>]*hidden', html)
+    assert 'data-action="upload-another"' not in html
 
 
 def test_cancelled_task_page_says_cancelled_by_you(alice_client):

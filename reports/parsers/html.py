@@ -48,6 +48,8 @@ _FURNITURE_NAME = re.compile(
     r"breadcrumbs?|sidebar|footer|header|banner|tagline)(?:$|[-_\s])",
     re.IGNORECASE,
 )
+# The document itself, whatever its class says: mdBook writes <html class="sidebar-visible">.
+_NEVER_FURNITURE = frozenset({"html", "body", "main", "article"})
 _WHITESPACE = re.compile(r"\s+")
 _BARE_MARKER = re.compile(r"(#{1,6}|-)")
 _BLANK_RUNS = re.compile(r"\n{3,}")
@@ -60,8 +62,10 @@ _TEXT_AFTER_TAG = re.compile(r">\s*[^<\s]")
 
 
 class _VisibleText(HTMLParser):
-    def __init__(self) -> None:
+    def __init__(self, *, furniture: bool = True) -> None:
+        """`furniture`: leave out what frames the page (menus, sidebars, footers)."""
         super().__init__(convert_charrefs=True)
+        self.furniture = furniture
         self.parts: list[str] = []
         self.has_text = False
         # The open elements of hidden content, and how many of each: every look-up and
@@ -76,7 +80,7 @@ class _VisibleText(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self._open.get("head") and tag not in _HEAD_CONTENT:
             self._close_hidden("head")
-        if self._hidden or tag in _HIDDEN or tag in _FURNITURE or _is_furniture(attrs):
+        if self._hidden or tag in _HIDDEN or self._frames(tag, attrs):
             # Inside hidden content every element is stacked, so that its end tag cannot
             # be taken for the end of the hidden one.
             if tag not in _VOID:
@@ -143,6 +147,12 @@ class _VisibleText(HTMLParser):
             lines[:0] = [f"# {title}", ""]
         return _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip()
 
+    def _frames(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
+        """Tell whether the element frames the page rather than says something."""
+        if not self.furniture or tag in _NEVER_FURNITURE:
+            return False
+        return tag in _FURNITURE or _is_furniture(attrs)
+
     def _close_hidden(self, tag: str) -> None:
         """Close the innermost open `tag` of hidden content and what it holds."""
         # Each element is popped once after being pushed once: constant time per tag.
@@ -177,11 +187,18 @@ def _is_furniture(attrs: list[tuple[str, str | None]]) -> bool:
 
 
 def html_to_text(html: str) -> str:
-    """Return the visible text of `html`: one block per line, headings as "#" lines."""
-    parser = _VisibleText()
-    parser.feed(html)
-    parser.close()
-    return parser.text()
+    """Return the visible text of `html`: one block per line, headings as "#" lines.
+
+    What frames the page (menus, sidebars, footers) is left out, unless that would leave
+    nothing: a page whose every part looks like furniture is read whole.
+    """
+    for furniture in (True, False):
+        parser = _VisibleText(furniture=furniture)
+        parser.feed(html)
+        parser.close()
+        if text := parser.text():
+            return text
+    return ""
 
 
 def has_visible_text(html: str) -> bool:
@@ -193,7 +210,7 @@ def has_visible_text(html: str) -> bool:
     """
     # The stdlib parser needs about 10 µs a tag: a 10 MB page of bare tags takes seconds,
     # too long for an upload request.
-    parser = _VisibleText()
+    parser = _VisibleText(furniture=False)  # any text counts: the parse may fall back to it
     head = html[:_CHECK_PARSE_LIMIT]
     for start in range(0, len(head), _CHECK_CHUNK):
         parser.feed(head[start : start + _CHECK_CHUNK])
@@ -212,7 +229,7 @@ def has_visible_text(html: str) -> bool:
 class HtmlParser(Parser):
     extensions = (".html",)
     media_type = "text/html"
-    version = "4"
+    version = "5"
 
     def check(self, data: bytes) -> None:
         html = decode_text(data)

@@ -127,8 +127,10 @@ def _drop_running_lines(pages: list[list[Line]]) -> None:
     def edges(page: list[Line]) -> list[Line]:
         return page[:2] + page[-2:] if len(page) > 4 else page
 
-    def shape(line: Line) -> str:
-        return _DIGITS.sub("#", line.text.lower())
+    def shape(line: Line) -> tuple[str, int]:
+        # The size counts: a title printed big on the first page and small in every running
+        # header is the title there, not furniture.
+        return _DIGITS.sub("#", line.text.lower()), round(line.size)
 
     shapes = Counter(found for page in pages for found in {shape(ln) for ln in edges(page)})
     threshold = max(RUNNING_MIN_PAGES, RUNNING_SHARE * len(pages))

@@ -174,7 +174,10 @@ def _blocks(text: str, paged: bool) -> Iterator[_Block]:
 def _heading(block: str) -> tuple[int, str] | None:
     first, _, rest = block.partition("\n")
     if match := _HEADING.match(first):
-        return (len(match.group(1)), match.group(2)) if match.group(2) else None
+        # Any whitespace around the name is none of it (a control character that Python
+        # counts as a space included).
+        name = match.group(2).strip()
+        return (len(match.group(1)), name) if name else None
     if rest and "\n" not in rest and _UNDERLINE.match(rest) and first.strip():
         return (1 if rest[0] == "=" else 2), first.strip()
     return None

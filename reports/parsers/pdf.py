@@ -36,7 +36,7 @@ _MONO_NAME = re.compile(r"mono|courier|typewriter|cmtt|consol|menlo|code", re.IG
 class PdfParser(Parser):
     extensions = (".pdf",)
     media_type = "application/pdf"
-    version = "5"
+    version = "6"
 
     def check(self, data: bytes) -> None:
         if not data.strip():

@@ -31,12 +31,22 @@ MAX_CHAOS = 0.1
 MIN_WRAP_WIDTH = 40
 # A line indented this much more than the text's usual indent is code or a quotation.
 CODE_INDENT = 4
+# A centred line (a title or a heading, as licences and old manuals set them): its middle
+# within this share of the text's width from the text's middle, at most this share of that
+# width long, and at least half letters (of what is not a space).
+CENTRED_SLACK = 0.08
+CENTRED_MAX_SHARE = 0.7
+CENTRED_LETTER_SHARE = 0.5
+# The text's width is the length this share of its lines do not exceed.
+WIDTH_QUANTILE = 0.9
 
 _LIST_ITEM = re.compile(r"\s*(?:[-*+\u2022\u2013]|\(?(?:\d{1,3}|[a-zA-Z])\)|\d{1,3}\.)\s+\S")
 _UNDERLINE = re.compile(r"\s*(?:=+|-+|~+|\*+|\^+|_+)\s*")
 # Code and prompts; headings, table rows and column layouts: lines never joined with others.
 _CODE = re.compile(r"\s*(?:\$ |>>> |\.\.\. )|.*[{};]$")
-_LITERAL = re.compile(r"\s*#|.*(?: \| |\S {3,}\S)")
+_LITERAL = re.compile(r"\s*#|.*(?: \| |\S(?: {3,}|\t)\S)")
+_HASH_LINE = re.compile(r"^(\s*)#")
+_NOT_IN_A_HEADING = re.compile(r"[{}()\[\];=<>$|\\/*_`]")
 _SENTENCE_END = re.compile(r"[.!?:][\"')\]\u201d\u2019]*$")
 _TAB_WIDTH = 8
 _BACKTICKS = re.compile(r"`+")
@@ -158,7 +168,7 @@ def decode_for_extract(data: bytes) -> str:
 class TextParser(Parser):
     extensions = (".txt",)
     media_type = "text/plain"
-    version = "4"
+    version = "5"
 
     def check(self, data: bytes) -> None:
         if not decode_text(data).strip():
@@ -196,11 +206,14 @@ def paragraphs(text: str) -> str:
     the next line's first word would not have fitted on it (the text was wrapped there),
     or when it is long and stops mid-sentence. Underlined headings, list items (each its
     own line, its wrapped lines joined), table rows and code keep their lines; a block of
-    indented or code-looking lines only is put in a ``` fence.
+    indented or code-looking lines only is put in a ``` fence. A block of centred lines is
+    a heading: the title when the text opens with it. Tabs are kept as they are (they count
+    as eight columns only for indents and widths), so that what is counted is what is sent.
     """
-    lines = [line.rstrip().expandtabs(_TAB_WIDTH) for line in text.split("\n")]
+    lines = [line.rstrip() for line in text.split("\n")]
     indents = Counter(_indent(line) for line in lines if line)
     base = indents.most_common(1)[0][0] if indents else 0
+    width = _text_width(lines)
     out: list[str] = []
     block: list[str] = []
     code: list[list[str]] = []  # consecutive code blocks, one fence
@@ -208,11 +221,17 @@ def paragraphs(text: str) -> str:
     def flush() -> None:
         if not block:
             return
-        if all(_is_code(line, base) for line in block):
+        if all(_is_centred(line, base, width) for line in block):
+            close_code()
+            first, *rest = (" ".join(line.split()) for line in block)
+            out.append(f"{'##' if out else '#'} {first}")
+            if rest:
+                out.append("\n".join(rest))
+        elif all(_is_code(line, base) for line in block):
             code.append(list(block))
         else:
             close_code()
-            out.append("\n".join(_reflow(block, base)))
+            out.append("\n".join(_reflow(_comments_escaped(block, base), base)))
         block.clear()
 
     def close_code() -> None:
@@ -230,12 +249,48 @@ def paragraphs(text: str) -> str:
     return "\n\n".join(out)
 
 
+def _columns(line: str) -> int:
+    return len(line.expandtabs(_TAB_WIDTH))
+
+
 def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
+    expanded = line.expandtabs(_TAB_WIDTH)
+    return len(expanded) - len(expanded.lstrip())
+
+
+def _text_width(lines: list[str]) -> int:
+    widths = sorted(_columns(line) for line in lines if line)
+    return widths[int(WIDTH_QUANTILE * (len(widths) - 1))] if widths else 0
 
 
 def _is_code(line: str, base: int) -> bool:
     return _indent(line) >= base + CODE_INDENT or bool(_CODE.match(line))
+
+
+def _comments_escaped(block: list[str], base: int) -> list[str]:
+    """Escape the "#" of comment lines, so that a script's comment is never a heading.
+
+    A "#" line is a heading when it stands alone, between blank lines; among other lines it
+    is a comment.
+    """
+    marked = [i for i, line in enumerate(block) if _HASH_LINE.match(line)]
+    if not marked or len(block) == 1:
+        return block
+    return [_HASH_LINE.sub(r"\1\\#", line) if i in marked else line for i, line in enumerate(block)]
+
+
+def _is_centred(line: str, base: int, width: int) -> bool:
+    text = line.strip()
+    indent = _indent(line)
+    middle = indent + len(text) / 2
+    return (
+        indent >= base + CODE_INDENT
+        and len(text) <= CENTRED_MAX_SHARE * (width - base)
+        and abs(middle - (base + width) / 2) <= CENTRED_SLACK * width
+        and sum(ch.isalpha() for ch in text) >= CENTRED_LETTER_SHARE * len(text.replace(" ", ""))
+        and not _NOT_IN_A_HEADING.search(text)
+        and not _CODE.match(line)
+    )
 
 
 def _reflow(block: list[str], base: int) -> list[str]:
@@ -246,7 +301,8 @@ def _reflow(block: list[str], base: int) -> list[str]:
         for i, line in enumerate(block)
     ]
     width = max(
-        (len(line) for line, kept in zip(block, literal, strict=True) if not kept), default=0
+        (_columns(line) for line, kept in zip(block, literal, strict=True) if not kept),
+        default=0,
     )
     out: list[list[str]] = []
     item = False  # the paragraph being joined is a list item
@@ -273,6 +329,6 @@ def _reflow(block: list[str], base: int) -> list[str]:
 def _wrapped(line: str, following: str, width: int) -> bool:
     """Tell whether `line` was broken only because `following`'s first word did not fit."""
     first_word = following.split()[0]
-    if len(line) + 1 + len(first_word) > width:
+    if _columns(line) + 1 + len(first_word) > width:
         return True
-    return len(line) >= width / 2 and not _SENTENCE_END.search(line)
+    return _columns(line) >= width / 2 and not _SENTENCE_END.search(line)

@@ -24,7 +24,9 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reports.providers import table_facts
 from reports.providers.base import SourceDocument
+from reports.providers.table_facts import Table
 
 TITLE_CHARS = 80
 SENTENCE_CHARS = 400
@@ -35,6 +37,9 @@ MAX_HEADING_DEPTH = 6  # across all documents, so the report stays well under it
 INSTRUCTIONS_CHARS = 4000
 KEY_TERMS = 10
 KEY_POINTS = 5
+TABLES_LISTED = 5
+# How a plan's notes say what a table holds, so that the report from notes lists it too.
+TABLE_NOTE = "**Table:** "
 NOTES_PER_PART = 8  # bullets in the notes on one part
 NOTES_COMBINED = 12  # bullets kept when notes are combined
 MIN_SENTENCE_WORDS = 4
@@ -101,6 +106,16 @@ _BOILERPLATE = re.compile(
     r"|all rights reserved|public domain|\bwarrant(?:y|ies)\b|\(c\)|\u00a9",
     re.IGNORECASE,
 )
+# A labelled notice ("NOTE: This option is reset when ..."): when its label opens this many
+# sentences of a document, it is the document's boilerplate, never its summary.
+_NOTICE = re.compile(r"^\W*(note|notes|warning|caution|important|tip|hint|remark)\b\s*[:!-]", re.I)
+REPEATED_NOTICES = 3
+# Two sentences that share this share of their terms say the same thing once.
+NEAR_DUPLICATE = 0.7
+# A sentence with a shell or script mark in it ("... by the # update-mime-database
+# command"), a prompt or an operator, was read out of code; "the # of" is still prose.
+_CODE_MARK = re.compile(r"(?:^|\s)(?:#\s+\w+[-_/]\w|(?:\$|>>>|//)\s)|\s(?:&&|\|\|)\s")
+_BRACKETS = {")": "(", "]": "[", "}": "{", "\u201d": "\u201c", "\u2019": "\u2018"}
 # Sections whose sentences are all such words.
 _LEGAL_HEADING = re.compile(r"licen[cs]|copyright|copying|legal|warranty|disclaimer", re.I)
 # A function reference's lines: a labelled field ("Returns: ..."), or a sentence naming
@@ -171,6 +186,8 @@ class _Document:
     headings: list[_Heading] = field(default_factory=list)
     sentences: list[_Sentence] = field(default_factory=list)
     title_line: str = ""
+    # What its tables hold: Table, or a note's bullet as written (from notes).
+    tables: list[Table | str] = field(default_factory=list)
     # The document's paragraphs as lists of words, for the key terms' weights.
     paragraph_words: list[list[str]] = field(default_factory=list)
 
@@ -201,14 +218,16 @@ def write_report(
             for i, doc in enumerate(documents)
         ]
     sentences = [s for doc in parsed for s in doc.sentences]
+    _mark_repeated_notices(sentences)
     frequencies = Counter(w for s in sentences for w in s.words if _is_term(w))
     focus = {w for w in _words(instructions) if _is_term(w)}
     _score(sentences, frequencies, focus)
     _rank_central(sentences, focus)
+    tables = [table for doc in parsed for table in doc.tables]
     if purpose == "notes":
-        return _notes_text(sentences, NOTES_PER_PART, passages, max_tokens)
+        return _notes_text(sentences, tables, NOTES_PER_PART, passages, max_tokens)
     if purpose == "combine":
-        return _notes_text(sentences, NOTES_COMBINED, passages, max_tokens)
+        return _notes_text(sentences, tables, NOTES_COMBINED, passages, max_tokens)
 
     summary = _pick_summary(sentences)
     points = _pick_points(sentences, summary)
@@ -219,6 +238,7 @@ def write_report(
         f"# {_escape(_title(titled if from_notes else parsed))}",
         "## Summary\n\n" + _summary_text(summary, parsed) + _cut_note(documents),
         "## Key points\n\n" + _points_text(points, parsed),
+        *(["## Tables\n\n" + _tables_text(tables)] if tables else []),
         "## Key terms\n\n" + _terms_text(parsed),
     ]
     if not from_notes:
@@ -235,8 +255,11 @@ def _parse_passages(passages: Sequence) -> list[_Document]:
         lines: list[str] = []
         ids: list[str] = []
         for passage in group:
-            # A blank line between passages: no paragraph, so no sentence, spans two.
-            piece = ([""] if lines else []) + _clean_text(passage.text).splitlines()
+            # A blank line between passages: no paragraph, so no sentence, spans two; a
+            # table does, so that its rows are read as one table.
+            piece = _clean_text(passage.text).splitlines()
+            if lines and not (piece and table_facts.rows_of([lines[-1], piece[0]])):
+                piece.insert(0, "")
             lines += piece
             ids += [passage.id] * len(piece)
         docs.append(_parse(index, name, lines, ids))
@@ -255,6 +278,9 @@ def _parse_notes(notes: Sequence[str]) -> _Document:
             if not (match := _BULLET.match(line)):
                 continue
             markdown = match.group(1)
+            if markdown.startswith(TABLE_NOTE):
+                doc.tables.append(markdown.removeprefix(TABLE_NOTE))
+                continue
             plain = _MARKDOWN_ESCAPE.sub(r"\1", _CITATIONS.sub("", markdown)).strip()
             if words := _words(plain):
                 doc.words += len(words)
@@ -275,19 +301,24 @@ def _parse_notes(notes: Sequence[str]) -> _Document:
 
 
 def _notes_text(
-    sentences: list[_Sentence], limit: int, passages: Sequence, max_tokens: int | None
+    sentences: list[_Sentence],
+    tables: list[Table | str],
+    limit: int,
+    passages: Sequence,
+    max_tokens: int | None,
 ) -> str:
-    """Return the most central sentences as bullets, the most central first, as many as
-    `limit` and `max_tokens` allow (the first one always)."""
+    """Return what the tables hold, then the most central sentences as bullets, the most
+    central first, as many as `limit` and `max_tokens` allow (the first one always)."""
     ranked = _distinct(_ranked([s for s in sentences if not s.boilerplate]))
     chosen = [s for s in ranked if s.prose] or [s for s in ranked if _ends(s)] or ranked
-    if not chosen:
+    if not chosen and not tables:
         where = f" in {passages[0].id} to {passages[-1].id}" if passages else ""
         return f"- No running sentences{where}.\n"
+    table_bullets = [f"- {TABLE_NOTE}{_table(t)}" for t in tables[:TABLES_LISTED]]
     bullets: list[str] = []
     used = 0
-    for sentence in chosen[:limit]:
-        bullet = f"- {_sentence(sentence)}\n"
+    for bullet in [*table_bullets, *(f"- {_sentence(s)}" for s in chosen[:limit])]:
+        bullet += "\n"
         used += len(tokenize(bullet))
         if bullets and max_tokens is not None and used > max_tokens:
             break
@@ -356,9 +387,16 @@ def _parse(
     code_line = ""  # the last line of the latest code block
     # In a function reference: from a signature up to the next heading.
     reference = False
+    seen_text = False  # only the first line of text may be a title line
+
+    caption = ""  # the block before, when it reads as a table's caption
 
     def close_block() -> None:
+        nonlocal caption
         if block:
+            if rows := table_facts.rows_of(block):
+                doc.tables.append(Table(rows, caption, passage))
+            caption = _one_line(" ".join(block)) if table_facts.is_caption(block[0]) else ""
             if any(_ANY_WORD.search(line) for line in block):
                 doc.paragraphs += 1
                 doc.paragraph_words.append(_plain_words(" ".join(block)))
@@ -391,8 +429,9 @@ def _parse(
                 section, reference = heading, False
             continue
         if raw.strip():
-            if not doc.title_line and not doc.headings and _reads_like_title(raw):
+            if not seen_text and not doc.headings and _reads_like_title(raw):
                 doc.title_line = _plain(raw)
+            seen_text = True
             if not block and passage_ids is not None:
                 passage = passage_ids[number]
             block.append(raw)
@@ -420,13 +459,26 @@ def _mark_reference_chapters(doc: _Document) -> None:
 
 
 def _reads_like_title(line: str) -> bool:
+    """Tell whether a first line reads as a title: short, not a sentence, its words
+    capitalised (small words aside) or all in capitals."""
     text = _plain(line)
+    words = _WORD.findall(text)
     return (
         bool(_TITLE_LIKE.fullmatch(text))
         and len(text.split()) <= TITLE_WORDS
         and not text.endswith((".", ",", ";", ":"))
         and " | " not in line
+        and bool(words)
+        and all(w[0].isupper() or w.lower() in STOP_WORDS for w in words)
+        and words[0][0].isupper()
     )
+
+
+def _humanised(name: str) -> str:
+    """Return a file name as a title: no extension, words apart, the first capitalised."""
+    stem = re.sub(r"\.[A-Za-z0-9]{1,5}$", "", name.strip())
+    stem = re.sub(r"(?<=[^\W\d_])[-_]+(?=[^\W\d_])|_+", " ", stem).strip() or name
+    return stem[:1].upper() + stem[1:]
 
 
 def _plain_words(text: str) -> list[str]:
@@ -499,7 +551,56 @@ def _is_prose(text: str, words: list[str]) -> bool:
         and len(_plain_words(text)) >= MIN_PROSE_WORD_SHARE * len(tokens)
         and not _FIELD_LABEL.match(text)
         and len(set(_UNDERSCORED.findall(text))) <= MAX_PROSE_IDENTIFIERS
+        and not _CODE_MARK.search(text)
+        and _balanced(text)
     )
+
+
+def _balanced(text: str) -> bool:
+    """Tell whether every bracket and quote the sentence opens it also closes.
+
+    A sentence cut out of a longer one ("...(as a NUL-terminated string.") is not whole.
+    An apostrophe inside a word is no quote.
+    """
+    if text.count('"') % 2:
+        return False
+    stack: list[str] = []
+    for i, ch in enumerate(text):
+        if ch == "\u2019" and 0 < i < len(text) - 1 and text[i - 1].isalnum():
+            continue  # an apostrophe inside a word
+        if ch in "([{\u201c\u2018":
+            stack.append(ch)
+        elif ch in _BRACKETS and (not stack or stack.pop() != _BRACKETS[ch]):
+            return False
+    return not stack
+
+
+def _mark_repeated_notices(sentences: list[_Sentence]) -> None:
+    """Mark as boilerplate the notices whose label opens many sentences of a document."""
+    labels = Counter(
+        (s.doc, found[1].casefold()) for s in sentences if (found := _NOTICE.match(s.text))
+    )
+    for s in sentences:
+        found = _NOTICE.match(s.text)
+        if found and labels[s.doc, found[1].casefold()] >= REPEATED_NOTICES:
+            s.boilerplate, s.prose = True, False
+
+
+def _unlike(sentences: list[_Sentence], said: list[_Sentence] = ()) -> list[_Sentence]:
+    """Return the sentences, in their order, without those that say what an earlier one
+    (or one of `said`) says: the same terms, mostly."""
+    kept: list[_Sentence] = []
+    seen = [{w for w in s.words if _is_term(w)} for s in said]
+    for s in sentences:
+        terms = {w for w in s.words if _is_term(w)}
+        if any(
+            terms and len(terms & other) >= NEAR_DUPLICATE * min(len(terms), len(other))
+            for other in seen
+        ):
+            continue
+        seen.append(terms)
+        kept.append(s)
+    return kept
 
 
 def _score(sentences: list[_Sentence], frequencies: Counter[str], focus: set[str]) -> None:
@@ -565,12 +666,12 @@ def _pick_summary(sentences: list[_Sentence]) -> list[_Sentence]:
     # sentences only when it has too little prose.
     sentences = [s for s in sentences if not s.boilerplate]
     count = min(5, max(3, len(sentences) // 6))
-    prose = _distinct(_ranked([s for s in sentences if s.prose]))
+    prose = _unlike(_distinct(_ranked([s for s in sentences if s.prose])))
     if len(prose) >= count:
         return _in_order(prose[:count])
     said = {_same(s) for s in prose}
     rest = [s for s in _distinct(_ranked(sentences)) if _same(s) not in said and _ends(s)]
-    return _in_order((prose + rest)[:count])
+    return _in_order(_unlike(prose + rest)[:count])
 
 
 def _ends(s: _Sentence) -> bool:
@@ -599,6 +700,7 @@ def _pick_points(sentences: list[_Sentence], summary: list[_Sentence]) -> list[_
     pool = [s for s in sentences if s.prose] or [s for s in sentences if not s.boilerplate]
     said = {_same(s) for s in summary}
     rest = [s for s in _distinct(_ranked(pool)) if id(s) not in used and _same(s) not in said]
+    rest = _unlike(rest, summary)
     # One point per section first, so the points cover the document, not one passage.
     chosen: list[_Sentence] = []
     seen: set[tuple[int, str]] = set()
@@ -627,7 +729,7 @@ def _title(docs: list[_Document]) -> str:
         return "Analysis report"
     if len(docs) == 1:
         doc = docs[0]
-        return _cut(_doc_title(doc) or doc.name, TITLE_CHARS)
+        return _cut(_doc_title(doc) or _humanised(doc.name), TITLE_CHARS)
     # Several documents: a heading names one best, else its file name (a first line
     # of plain text is usually the start of a sentence).
     names = "; ".join(_doc_title(d) if d.headings else d.name for d in docs)
@@ -724,6 +826,21 @@ def _structure_text(docs: list[_Document]) -> str:
             f"{_count(len(headings), 'heading') if headings else 'no headings'}"
         )
         lines.extend(_heading_tree(headings, max(3, MAX_HEADINGS_LISTED // len(docs))))
+    return "\n".join(lines)
+
+
+def _table(table: Table | str) -> str:
+    """Return what a table holds, ending with its citation; a note's bullet as written."""
+    if isinstance(table, str):
+        return table
+    text = _escape(table_facts.describe(table))
+    return f"{text} [{table.passage}]" if table.passage else text
+
+
+def _tables_text(tables: list[Table | str]) -> str:
+    lines = [f"- {_table(t)}" for t in tables[:TABLES_LISTED]]
+    if len(tables) > TABLES_LISTED:
+        lines.append(f"- And {_count(len(tables) - TABLES_LISTED, 'more table')}.")
     return "\n".join(lines)
 
 

@@ -8,7 +8,6 @@ deterministic for a given seed.
 from __future__ import annotations
 
 import asyncio
-import math
 import re
 from collections.abc import AsyncIterator
 
@@ -24,8 +23,8 @@ from reports.providers.base import (
     Retry,
     StreamItem,
     TextDelta,
-    Usage,
 )
+from reports.providers.prompts import estimated_usage, prompt_chars
 from reports.providers.report_writer import tokenize, write_report
 
 HEARTBEAT_S = 1.0
@@ -37,10 +36,6 @@ TRUNCATE_AT = 0.4  # share of the report sent before the "truncated" scenario en
 _EPSILON = 1e-9
 
 # About four characters a token, with the whitespace before it attached, so that
-
-
-def estimate_tokens(chars: int) -> int:
-    return math.ceil(chars / 4)
 
 
 def _unstructured(report: str) -> str:
@@ -148,20 +143,12 @@ class SimulatedProvider(Provider):
             )
         if scenario == "truncated":
             return
-        input_chars = (
-            sum(len(d.text) for d in request.documents)
-            + sum(len(p.text) for p in request.passages)
-            + sum(len(n) for n in request.notes)
-            + len(request.instructions)
-        )
+        # Counted as a call it was cancelled in, or whose stream dropped, is estimated
+        # (attempt_end.call_usage): the prompt sent and the text written, so that a call cut
+        # short never costs more than the whole call.
         yield Completed(
             finish_reason,
-            Usage(
-                input_tokens=estimate_tokens(input_chars),
-                output_tokens=estimate_tokens(sum(len(t) for t in tokens)),
-                cached_tokens=None,
-                source="estimate",
-            ),
+            estimated_usage(prompt_chars(request), "".join(tokens)),
             request_id=f"sim-{request.task_id[:8]}-{request.attempt_number}",
         )
 

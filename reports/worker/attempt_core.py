@@ -136,6 +136,8 @@ class Call:
     answered: bool = False  # the provider answered: text or a heartbeat
     first_text_at: float | None = None
     usage: Usage = field(default_factory=Usage)
+    # The call ended at its output cap: the provider stopped there, or it was stopped.
+    capped: bool = False
     request_id: str = ""
     stop_reason: str = ""  # CANCEL or LEASE_LOST, once asked to stop
     outcome: Outcome | None = None  # once it ended
@@ -261,6 +263,7 @@ class Call:
         room = self.max_output_tokens * CAP_CHARS_PER_TOKEN - self._chars
         if len(text) <= room:
             return text, None
+        self.capped = True
         return text[: max(0, room)], Outcome(
             Status.FAILED,
             ErrorType.STREAM_TRUNCATED,
@@ -280,6 +283,7 @@ class Call:
         )
 
     def _completed(self, done: Completed) -> Outcome:
+        self.capped = done.finish_reason == "length"
         if done.finish_reason != "stop":
             return Outcome(
                 Status.FAILED, ErrorType.STREAM_TRUNCATED, wording.stopped_early(done.finish_reason)

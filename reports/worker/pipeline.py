@@ -452,7 +452,7 @@ class AttemptRun:
         await threads.on_worker_thread(plan_store.mark_started)(self.task_id, step.key)
         started = self.clock.monotonic()
         call, outcome = await self._call(request, report=False)
-        succeeded = outcome.status == Status.FINALIZING
+        succeeded = outcome.status == Status.FINALIZING or _notes_kept(call, outcome)
         usage = call_usage(
             call.usage,
             answered=call.answered,
@@ -668,3 +668,11 @@ class _StageTimer:
             duration_ms=elapsed,
         )
         self.span.__exit__(*exc)
+
+
+def _notes_kept(call: Call, outcome: Outcome) -> bool:
+    """Tell whether a notes call that did not end well still wrote notes on its part: it
+    was stopped at its output cap or for looping, with text before. A small model seldom
+    stops on its own; the report's call reads what it wrote, and is checked as ever."""
+    stopped = call.capped or outcome.error_type == ErrorType.DEGENERATE_OUTPUT
+    return stopped and bool(call.text.strip())

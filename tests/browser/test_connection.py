@@ -139,6 +139,8 @@ def test_a_server_away_for_several_tries_is_lost_until_try_now_brings_it_back(
     expect(try_now).to_be_hidden()  # one failed try is not yet lost
     expect(connection).to_have_attribute("data-connection", "lost", timeout=30_000)
     expect(connection).to_contain_text("Connection lost — still trying")
+    # This server writes the report itself: while it is away, nothing goes on.
+    expect(connection).to_contain_text("If the server is down, the report goes on once it is back.")
     expect(try_now).to_be_visible()
     assert violations(page) == []  # the offer is as reachable as the rest of the page
     before = stream_text(page)

@@ -61,6 +61,23 @@ def test_following_jumping_sticky_and_the_switch_to_the_report(open_page, long_s
     expect(page.locator("a[data-download]")).to_be_in_viewport()
 
 
+def test_a_reader_who_followed_to_the_end_gets_the_report_from_its_title(
+    open_page, long_server, sample_file
+):
+    page = open_page(long_server)
+    page.set_viewport_size({"width": 1366, "height": 700})
+    upload(page, sample_file)
+    page.wait_for_function(
+        "() => document.querySelector('[data-report-stream]').textContent.length > 12000"
+    )
+    assert page.evaluate(AT_BOTTOM)  # following, never scrolled away
+
+    expect(page.locator("[data-task-status]")).to_have_attribute(
+        "data-task-status", "succeeded", timeout=60_000
+    )
+    expect(page.locator("[data-report-rendered] h1")).to_be_in_viewport()
+
+
 def test_try_again_from_a_failed_page_lands_on_a_new_task(open_page, slow_server, sample_file):
     # At the slow server's pace the new task, which fails the same way, takes seconds to
     # end: its page is seen while it is on its way, not after it failed again.
@@ -128,3 +145,15 @@ def test_the_partial_text_downloads_and_the_report_copies(open_page, fast_server
     expect(page.locator("[data-copy-outcome]")).to_have_text("Copied.")
     copied = page.evaluate("() => navigator.clipboard.readText()")
     assert copied.startswith(page.locator("[data-report-rendered] h1").inner_text())
+
+    # As Markdown: the saved report, sources and all, as the download has it.
+    page.click("[data-action=copy-markdown]")
+    expect(page.locator("[data-copy-outcome]")).to_have_text("Copied as Markdown.")
+    markdown = page.evaluate("() => navigator.clipboard.readText()")
+    with page.expect_download() as saved:
+        page.click("a[data-download]")
+    assert markdown == saved.value.path().read_text(encoding="utf-8")
+    assert markdown.startswith("# ") and "\n## Sources\n" in markdown
+    # Only what stops work is red.
+    red = "rgb(165, 42, 42)"
+    assert page.locator("[data-action=copy]").evaluate("e => getComputedStyle(e).color") != red

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from tests.browser.helpers import stream_text, task_json, upload
 from tests.helpers import report_body
+from tests.parsers import samples
 
 pytestmark = pytest.mark.browser
 
@@ -215,6 +216,22 @@ def test_each_failure_says_why_and_keeps_its_text(
         expect(stream).not_to_be_empty()
     else:
         expect(stream).to_be_hidden()
+
+
+def test_an_unreadable_file_says_why_first_and_offers_another_file_not_a_retry(
+    open_page, fast_server, tmp_path
+):
+    scan = tmp_path / "scan.pdf"
+    scan.write_bytes(samples.image_pdf())
+    page = open_page(fast_server)
+    upload(page, scan)
+    wait_for_status(page, "failed")
+    incomplete = page.locator("[data-incomplete]")
+    expect(incomplete.locator(".incomplete-reason")).to_contain_text("no text layer")
+    expect(incomplete.locator("[data-action=upload-another]")).to_be_visible()
+    expect(page.locator("[data-action=retry]")).to_be_hidden()
+    incomplete.locator("[data-action=upload-another]").click()
+    expect(page.locator("input[name=files]")).to_be_visible()
 
 
 def test_a_retry_says_why_it_waits_without_staff_words(open_page, fast_server, sample_file):

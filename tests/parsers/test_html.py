@@ -137,3 +137,26 @@ def test_a_page_is_read_in_the_sandbox_under_its_cpu_limit(settings) -> None:
         parser.extract(hostile.slow_html())
     # The child spent the CPU, not this process.
     assert time.process_time() - started < 1
+
+
+def test_an_mdbook_page_whose_root_class_names_a_sidebar_is_read_whole() -> None:
+    # mdBook's print page: <html class="light sidebar-visible">, prose in <main>.
+    page = (
+        '<!DOCTYPE html><html lang="en" class="light sidebar-visible"><head>'
+        "<title>The Harbour Book</title></head><body>"
+        '<nav id="sidebar" class="sidebar"><ol><li>Tides</li><li>Turbines</li></ol></nav>'
+        '<div id="page-wrapper"><main><h1>Tides</h1>'
+        "<p>The tide turns twice a day at the harbour mouth.</p></main></div></body></html>"
+    )
+
+    text = html_to_text(page)
+
+    assert "The tide turns twice a day at the harbour mouth." in text
+    assert "Turbines" not in text  # the real sidebar is still furniture
+
+
+def test_a_page_that_is_all_furniture_is_read_whole_rather_than_refused() -> None:
+    page = "<body><div class='menu'><p>Opening hours of the harbour office.</p></div></body>"
+
+    assert html_to_text(page) == "Opening hours of the harbour office."
+    HtmlParser().check(page.encode())  # accepted at upload

@@ -28,6 +28,18 @@ def test_running_headers_and_page_numbers_are_left_out() -> None:
     assert not any(line.strip().isdigit() for line in text.splitlines())
 
 
+def test_a_title_that_runs_small_on_every_page_is_still_the_first_pages_big_title() -> None:
+    # As LaTeX prints a specification: its title big on the cover, small atop every page.
+    birds = ["Owls hunt at night.", "Swifts sleep in flight.", "Crows use tools."]
+    pages = [_page(("Field Guide", 24.0), ("The Bird Society", 17.0), "Birds are many.")]
+    pages += [_page("Field Guide", f"Chapter {n}:", bird) for n, bird in enumerate(birds)]
+
+    text = structure(pages, [], "")
+
+    assert text.startswith("# Field Guide\n\nThe Bird Society")
+    assert text.count("Field Guide") == 1
+
+
 def test_the_outline_gives_the_headings_and_an_index_section_is_left_out() -> None:
     pages = [
         _page(("Owl Manual", 20.0), "by the authors"),

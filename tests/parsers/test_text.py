@@ -214,6 +214,38 @@ def test_a_text_files_form_feeds_are_line_breaks_not_pages() -> None:
     assert "The first page ends here." in text and "The second page starts here." in text
 
 
+def test_centred_lines_are_the_title_and_the_headings_not_code() -> None:
+    # As the GNU licences set their title and their parts.
+    body = textwrap.fill(PARAGRAPHS[0], 72)
+    text = (
+        f"{'HARBOUR POWER CHARTER':^72}\n{'Version 3, 29 June 2007':^72}\n\n"
+        f"{body}\n\n{'Preamble':^72}\n\n{body}\n"
+    )
+
+    assert parser.extract(text.encode()) == (
+        f"# HARBOUR POWER CHARTER\n\nVersion 3, 29 June 2007\n\n{PARAGRAPHS[0]}\n\n"
+        f"## Preamble\n\n{PARAGRAPHS[0]}"
+    )
+
+
+def test_tabs_are_kept_so_that_what_is_counted_is_what_is_sent() -> None:
+    text = "'tide'\tnumber\t(default 8)\n\t\tThe height of the tide, in metres.\n"
+
+    extracted = parser.extract(text.encode())
+
+    assert "\t" in extracted
+    assert len(extracted) <= len(text)
+
+
+def test_a_scripts_comment_lines_never_become_headings() -> None:
+    text = "Start the pump:\n\n# pid database name prepend path\nPIDFILE=/run/pump.pid\nrun\n"
+
+    extracted = parser.extract(text.encode())
+
+    assert not any(line.startswith("#") for line in extracted.splitlines())
+    assert "\\# pid database name prepend path" in extracted
+
+
 def test_a_large_file_of_mixed_encodings_is_decoded_in_bounded_time() -> None:
     # Each stray byte used to cost a Python call: 15 s for 9 MB in the web process at upload.
     data = hostile.mixed_encoding_text(9)

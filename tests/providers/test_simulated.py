@@ -25,6 +25,7 @@ from reports.providers.base import (
     SourceDocument,
     TextDelta,
 )
+from reports.providers.prompts import CHARS_PER_TOKEN, estimated_usage, prompt_chars
 from reports.providers.report_writer import write_report
 from reports.providers.simulated import SimulatedProvider, tokenize
 from reports.validation import validate_report
@@ -112,8 +113,8 @@ async def test_ok_streams_the_whole_report_then_completes():
     assert done.request_id == f"sim-{TASK_ID[:8]}-1"
     assert done.usage.source == "estimate"
     assert done.usage.cached_tokens is None
-    assert done.usage.output_tokens == math.ceil(len(report) / 4)
-    assert done.usage.input_tokens == math.ceil(len(SAMPLE) / 4)
+    # Counted as a call cut short is estimated: the prompt sent, the text written.
+    assert done.usage == estimated_usage(prompt_chars(request()), report)
     assert run.first_text_at() == pytest.approx(START + 0.45)
 
 
@@ -121,7 +122,8 @@ async def test_ok_quotes_instructions_and_counts_them_as_input():
     run = await collect(simulated(), request(instructions="Focus on heat waves."))
     assert run.text == write_report(DOCS, "Focus on heat waves.")
     assert "## Your instructions" in run.text
-    assert run.completed.usage.input_tokens == math.ceil((len(SAMPLE) + 20) / 4)
+    asked = request(instructions="Focus on heat waves.")
+    assert run.completed.usage.input_tokens == math.ceil(prompt_chars(asked) / CHARS_PER_TOKEN)
 
 
 async def test_slow_waits_three_seconds_then_trickles_for_tens_of_seconds():

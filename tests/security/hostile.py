@@ -173,9 +173,9 @@ def nested_html(tags: int = 37_000) -> bytes:
 
 
 def html_hiding_its_text(tags: int = 37_000) -> bytes:
-    """Return a page whose only words sit in <nav>, past the part the upload check parses:
-    only a whole parse can tell that a reader sees nothing."""
-    return nested_html(tags) + b"words a reader never sees</nav>"
+    """Return a page whose only words sit in a script, past the part the upload check
+    parses: only a whole parse can tell that a reader sees nothing."""
+    return nested_html(tags) + b"<script>words a reader never sees</script></nav>"
 
 
 def slow_html(paragraphs: int = 1_000_000) -> bytes:

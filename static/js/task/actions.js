@@ -33,6 +33,7 @@ export class Actions {
     const handlers = {
       cancel: (event, button) => this.cancel(event, button),
       copy: () => this.copy(),
+      "copy-markdown": () => this.copyMarkdown(),
       "download-partial": () => this.downloadPartial(),
     };
     document.addEventListener("click", (event) => {
@@ -91,14 +92,33 @@ export class Actions {
   copy() {
     const report = this.root.querySelector("[data-report-rendered]");
     const shown = report.hidden ? this.text.data : report.innerText;
+    this.toClipboard(Promise.resolve(new Blob([shown], { type: "text/plain" })));
+  }
+
+  /** Copy the saved report as its Markdown, sources included: the download's own text. */
+  copyMarkdown() {
+    const link = this.root.querySelector("a[data-download]");
+    const saved = fetch(link.href, { credentials: "same-origin" }).then((answer) => {
+      if (!answer.ok) {
+        throw new Error(`HTTP ${answer.status}`);
+      }
+      return answer.text().then((text) => new Blob([text], { type: "text/plain" }));
+    });
+    this.toClipboard(saved, "Copied as Markdown.");
+  }
+
+  /** Write a text still on its way (a Blob promise) to the clipboard, and say how it went. */
+  toClipboard(blob, done = "Copied.") {
     const line = this.root.querySelector("[data-copy-outcome]");
     const say = (words) => {
       if (line) {
         line.textContent = words;
       }
     };
-    navigator.clipboard.writeText(shown).then(
-      () => say("Copied."),
+    // A ClipboardItem takes the promise, so the copy keeps the click's permission while
+    // the text is fetched.
+    navigator.clipboard.write([new ClipboardItem({ "text/plain": blob })]).then(
+      () => say(done),
       () => say("Copying was refused by the browser; select the text instead.")
     );
   }

@@ -1,11 +1,15 @@
 // [data-connection]: says where the connection stands, with "Try now" once it is lost and
-// a link to log in once the session ended (docs/pages.md).
+// a link to log in once the session ended (docs/pages.md). What it says of the report
+// while the connection is lost depends on where the report is written (the page's
+// data-worker): by workers of their own, it goes on; by the web server itself
+// ("embedded"), it goes on only once that server is back.
 
 const SIGNED_OUT = "You were signed out. The report goes on; log in again to follow it.";
 
 export class ConnectionLine {
-  constructor(element, announcer, { now }) {
+  constructor(element, announcer, { now, worker = "separate" }) {
     this.element = element;
+    this.worker = worker;
     this.announcer = announcer;
     this.now = now;
     this.text = element.querySelector("[data-connection-text]");
@@ -31,7 +35,8 @@ export class ConnectionLine {
         // Said once to screen readers; the countdown itself is not a live region.
         this.announcer.textContent = "Connection lost. Reconnecting.";
       }
-      const tick = () => this.set(state, waitingWords(state, retryAt - this.now()));
+      const tick = () =>
+        this.set(state, waitingWords(state, retryAt - this.now(), this.worker));
       tick();
       this.countdown = setInterval(tick, 250);
     } else if (phase === "silent") {
@@ -52,9 +57,14 @@ export class ConnectionLine {
   }
 }
 
-function waitingWords(state, leftMs) {
+const GOES_ON = {
+  separate: "The report goes on without you.",
+  embedded: "If the server is down, the report goes on once it is back.",
+};
+
+function waitingWords(state, leftMs, worker) {
   const seconds = Math.max(1, Math.ceil(leftMs / 1000));
   return state === "lost"
-    ? `Connection lost — still trying, next in ${seconds} s. The report goes on without you.`
+    ? `Connection lost — still trying, next in ${seconds} s. ${GOES_ON[worker] || GOES_ON.separate}`
     : `Connection lost — reconnecting in ${seconds} s`;
 }

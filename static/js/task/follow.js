@@ -1,6 +1,7 @@
 // Following the text: while the reader is at the bottom the page follows it; scrolled up,
 // it offers "Jump to the latest"; and when the rendered report replaces the text, the
-// passage the reader was looking at stays on screen.
+// passage the reader was looking at stays on screen if they had scrolled up to read it,
+// and the report opens at its title if they were following to the end.
 
 const BOTTOM_SLACK_PX = 48;
 
@@ -53,12 +54,16 @@ export class Follow {
     }
   }
 
-  /** Return the line of text at the top of the reader's view, and where it is (or null). */
+  /** Return the line of text at the top of the reader's view, and where it is; `top`
+   * when the reader was following the text to its end; null when they are elsewhere. */
   place() {
     const stream = this.text.element;
     const node = this.text.node;
     if (stream.hidden || !node.data) {
       return null;
+    }
+    if (this.atBottom()) {
+      return { top: true };
     }
     const top = this.statusBar.getBoundingClientRect().bottom + 8;
     const box = stream.getBoundingClientRect();
@@ -88,6 +93,12 @@ export class Follow {
       return;
     }
     const report = this.root.querySelector("[data-report-rendered]");
+    if (place.top) {
+      // Below the sticky status bar, the report from its title.
+      const bar = this.statusBar.getBoundingClientRect().bottom;
+      window.scrollBy(0, report.getBoundingClientRect().top - bar - 8);
+      return;
+    }
     for (const block of report.querySelectorAll("h1, h2, h3, h4, p, li, td, th")) {
       if (words(block.textContent).includes(place.text)) {
         window.scrollBy(0, block.getBoundingClientRect().top - place.y);

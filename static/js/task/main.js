@@ -18,6 +18,7 @@ import { firstTextReporter } from "./first-text.js";
 import { Follow } from "./follow.js";
 import { INCOMPLETE, StatusLine } from "./status.js";
 import { Coalescer, StreamText } from "./stream.js";
+import { TabTitle } from "./tab-title.js";
 
 const root = document.querySelector("[data-live]");
 if (root && window.htmx) {
@@ -56,8 +57,9 @@ function start(root) {
   const line = new ConnectionLine(
     root.querySelector("[data-connection]"),
     root.querySelector("[data-announcer]"),
-    { now }
+    { now, worker: root.dataset.worker }
   );
+  const tabTitle = new TabTitle(document, root.dataset.documentName || document.title);
   const connection = new Connection({
     url: (after) => socketUrl(root.dataset.socketUrl, after, window.location.href),
     resumeAfter: () => receivedSeq,
@@ -113,11 +115,14 @@ function start(root) {
     if (INCOMPLETE.includes(value)) {
       coalescer.flush();
       if (retryForm) {
-        retryForm.hidden = false;
+        // Offered only where running the same documents again can help (data-remedy).
+        const remedy = root.querySelector("[data-incomplete]")?.dataset.remedy;
+        retryForm.hidden = remedy !== "retry";
       }
     }
     if (status.ended) {
       actions.ended(value);
+      tabTitle.ended(value);
       connection.end();
     }
     status.sync();
