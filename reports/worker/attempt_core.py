@@ -53,8 +53,17 @@ LEASE_LOST = "lease_lost"  # another worker may hold the task now
 # streams, a provider counts nothing, so the cap is counted in characters, at twice the three
 # characters a token that usage is estimated at (CHARS_PER_TOKEN). Prose runs three to five
 # (SmolLM2's reports: 3.9 to 4.8), so a provider that keeps to `max_tokens` stops first; one
-# that ignores it is cut here. A charge is never for more than the cap (attempt_end.call_usage).
+# that ignores it is cut here, with a little room besides for a small cap's long tokens (eight
+# tokens can be fifty characters). A charge is never for more than the cap
+# (attempt_end.call_usage).
 CAP_CHARS_PER_TOKEN = 2 * CHARS_PER_TOKEN
+CAP_SLACK_CHARS = 200
+
+
+def cap_chars(max_output_tokens: int) -> int:
+    """Return the characters a call capped at `max_output_tokens` may write."""
+    return max_output_tokens * CAP_CHARS_PER_TOKEN + CAP_SLACK_CHARS
+
 
 # PostgreSQL refuses NUL in text and JSON, and no database stores a lone surrogate (a broken
 # server can send one as a JSON escape): the model's output drops NUL and shows U+FFFD.
@@ -260,7 +269,7 @@ class Call:
         text went past it (CAP_CHARS_PER_TOKEN)."""
         if self.max_output_tokens is None:
             return text, None
-        room = self.max_output_tokens * CAP_CHARS_PER_TOKEN - self._chars
+        room = cap_chars(self.max_output_tokens) - self._chars
         if len(text) <= room:
             return text, None
         self.capped = True
@@ -288,7 +297,8 @@ class Call:
             return Outcome(
                 Status.FAILED, ErrorType.STREAM_TRUNCATED, wording.stopped_early(done.finish_reason)
             )
-        written = done.usage.output_tokens
+        # Only the provider's own count proves it wrote past the cap; an estimate does not.
+        written = done.usage.output_tokens if done.usage.source == "provider" else None
         if self.max_output_tokens is not None and (written or 0) > self.max_output_tokens:
             return Outcome(
                 Status.FAILED,

@@ -168,7 +168,7 @@ def call_usage(
     prompt sent and the text received. An outcome that is itself unknown (no answer came)
     keeps its usage unknown, for an admin to settle. Either way its output is charged at
     most at `output_cap`, the cap the request asked for and the reservation covers: a
-    provider that wrote past it was cut off (attempt_core.CAP_CHARS_PER_TOKEN).
+    provider that wrote past it was cut off (attempt_core.cap_chars).
     """
     if usage.source == "missing" and answered and not unknown:
         usage = estimated_usage(prompt_chars, text)

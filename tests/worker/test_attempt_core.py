@@ -11,7 +11,6 @@ from reports.providers.base import Completed, Heartbeat, ProviderError, Retry, T
 from reports.states import ErrorType, Status
 from reports.worker.attempt_core import (
     CANCEL,
-    CAP_CHARS_PER_TOKEN,
     FLUSH_CHARS,
     LEASE_LOST,
     Abandon,
@@ -20,6 +19,7 @@ from reports.worker.attempt_core import (
     Limits,
     StreamEnded,
     Write,
+    cap_chars,
     past_deadline_at_start,
 )
 from reports.worker.retries import RetryPolicy
@@ -312,8 +312,8 @@ def capped(max_output_tokens: int, *, stop_loops: bool = True) -> Call:
 
 
 def test_a_provider_that_ignores_the_cap_is_cut_at_what_the_cap_can_hold():
-    c = capped(10)  # at most 10 * CAP_CHARS_PER_TOKEN characters
-    room = 10 * CAP_CHARS_PER_TOKEN
+    c = capped(10)  # at most cap_chars(10) characters
+    room = cap_chars(10)
     written_text = []
     decisions = []
     for i in range(1000):  # far more than the cap, and never a completion
@@ -330,8 +330,16 @@ def test_a_provider_that_ignores_the_cap_is_cut_at_what_the_cap_can_hold():
 
 def test_text_up_to_the_cap_is_not_cut():
     c = capped(10)
-    c.receive(TextDelta("# T\n\n" + "x" * (10 * CAP_CHARS_PER_TOKEN - 5)), 0.0)
+    c.receive(TextDelta("# T\n\n" + "x" * (cap_chars(10) - 5)), 0.0)
     outcome = ending(c.receive(Completed("stop"), 0.1))
+    assert outcome.status == Status.FINALIZING
+
+
+def test_an_estimated_output_count_past_the_cap_proves_nothing():
+    # The simulated model reports estimates: only a provider's own count shows an overrun.
+    c = capped(10)
+    c.receive(TextDelta("# Report\n\nShort."), 0.0)
+    outcome = ending(c.receive(Completed("stop", Usage(5, 750_060, None, "estimate")), 0.1))
     assert outcome.status == Status.FINALIZING
 
 

@@ -12,7 +12,7 @@ import pytest
 from reports import budgets, wording
 from reports.clock import Clock
 from reports.models import Attempt, ErrorType, PlanCall, Task
-from reports.worker.attempt_core import CAP_CHARS_PER_TOKEN
+from reports.worker.attempt_core import cap_chars
 from reports.worker.supervisor import Supervisor
 from tests.helpers import run_all
 from tests.providers.openai_server import OpenAIServer, Reply, point_at
@@ -64,7 +64,7 @@ def test_a_provider_that_ignores_max_tokens_is_cut_at_the_cap_and_charged_no_mor
     assert (found["status"], found["error"]["type"]) == ("failed", "stream_truncated")
     assert found["partial"] is True
     # What is kept is what arrived up to the cap, nothing past it.
-    assert len(attempt.text) == CAP * CAP_CHARS_PER_TOKEN
+    assert len(attempt.text) == cap_chars(CAP)
     assert "".join(text).startswith(attempt.text)
     # Charged at most at the cap: the output the reservation was made for.
     assert attempt.output_tokens == CAP
@@ -91,7 +91,7 @@ def test_the_call_past_the_cap_is_closed_at_once(
     found, attempt = ended(task, alice_client)
     assert found["error"]["type"] == "stream_truncated"
     assert f"output cap of {CAP:,} tokens" in found["error"]["message"]
-    assert len(attempt.text) == CAP * CAP_CHARS_PER_TOKEN
+    assert len(attempt.text) == cap_chars(CAP)
     assert attempt.output_tokens == CAP and attempt.usage_source == "estimate"
 
 
