@@ -37,6 +37,9 @@ class GenerationRequest:
     passages: tuple = ()
     # Earlier calls' notes that this call reads (a round, or the final report of a plan).
     notes: tuple[str, ...] = ()
+    # The beginning of the answer, written for the model, which continues it: a report's
+    # skeleton up to the section it is asked for (the `local` provider's small models).
+    prefill: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,11 @@ class Provider(ABC):
         """Return how many characters of `sample` this provider's model counts as a
         token, at most: what a plan of calls is cut by (reports/worker/plan.py)."""
         return CHARS_PER_TOKEN
+
+    async def serve(self) -> None:
+        """Run what the provider needs beside the worker that calls it (a model server of
+        its own) until cancelled. The worker supervisor runs it; most providers need none."""
+        return
 
     @abstractmethod
     def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:

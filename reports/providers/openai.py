@@ -104,6 +104,10 @@ class OpenAIProvider(Provider):
             http_client=http,
         )
 
+    def extra_body(self, request: GenerationRequest) -> dict:
+        """Return the fields this server takes beyond OpenAI's own; none for any server."""
+        return {}
+
     async def chars_per_token(self, sample: str) -> float:
         """The server's own count of `sample` where it offers one, else what usage taught
         (`fitting.ContextFitter`), else CHARS_PER_TOKEN; never more than CHARS_PER_TOKEN."""
@@ -160,6 +164,7 @@ class OpenAIProvider(Provider):
                 max_tokens=request.max_output_tokens,
                 stream=True,
                 stream_options={"include_usage": True},
+                extra_body=self.extra_body(request) or None,
             )
         except openai.APIStatusError as exc:
             if exc.status_code in (400, 413, 422):
