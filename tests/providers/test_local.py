@@ -144,7 +144,7 @@ async def test_a_killed_model_server_is_started_again_and_a_task_still_succeeds(
         await worker.shutdown()
         await asyncio.gather(running, return_exceptions=True)
     task = await Task.objects.aget(pk=task.pk)
-    attempt = await Attempt.objects.filter(task=task).alast("number")
+    attempt = await Attempt.objects.filter(task=task).order_by("number").alast()
     assert (task.status, task.error_type) == ("succeeded", ""), attempt.error_message
     assert validate_report(attempt.text, max_kb=200) == []
     assert attempt.text.startswith("# Tidal energy in small harbours\n\n## Summary\n\n")
