@@ -78,7 +78,10 @@ class Props:
     @classmethod
     def of(cls, body: dict) -> Props:
         settings = body.get("default_generation_settings") or {}
-        return cls(window=int(settings["n_ctx"]), slots=int(body["total_slots"]))
+        try:
+            return cls(window=int(settings["n_ctx"]), slots=int(body["total_slots"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"/props does not say {exc}") from None
 
 
 class LocalServer:
@@ -114,7 +117,8 @@ class LocalServer:
             while True:
                 try:
                     await self.start()
-                except (OSError, RuntimeError, TimeoutError) as exc:
+                except (OSError, RuntimeError, TimeoutError, httpx2.HTTPError, ValueError) as exc:
+                    # ValueError: an answer that is not the JSON a llama-server gives.
                     log.error("the local model server did not start: %s", exc)
                     await self.stop()
                     await asyncio.sleep(delay)

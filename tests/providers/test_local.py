@@ -84,6 +84,14 @@ async def serving(provider: LocalProvider):
         await asyncio.gather(task, return_exceptions=True)
 
 
+async def wait_until(condition, what: str, seconds: float):
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not await condition():
+        if asyncio.get_running_loop().time() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -104,19 +112,28 @@ async def test_the_child_serves_the_model_and_its_props_give_the_window_and_slot
     assert gone(pid)  # stopped with the worker that owned it
 
 
+async def test_a_child_that_stops_answering_its_health_checks_is_replaced(local):
+    provider = LocalProvider(
+        context_tokens=512, slots=1, threads=1, start_timeout_s=START_S, health_every_s=0.2
+    )
+    async with serving(provider):
+        hung = provider.server.process.pid
+        os.kill(hung, signal.SIGSTOP)  # alive, but answers nothing
+
+        async def replaced():
+            return provider.server.starts == 2 and provider.server.ready.is_set()
+
+        await wait_until(replaced, "a new model server", 3 * START_S)
+        assert gone(hung)
+        async with httpx2.AsyncClient() as http:
+            assert (await http.get(provider.server.url + "/health")).status_code == 200
+
+
 async def test_a_process_that_runs_no_worker_starts_no_model_server(local):
     provider = get_provider("local")
     with pytest.raises(Exception, match="runs beside a worker"):
         await provider.wait_until_ready()
     assert provider.server.process is None
-
-
-async def wait_until(condition, what: str, seconds: float):
-    deadline = asyncio.get_running_loop().time() + seconds
-    while not await condition():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        await asyncio.sleep(0.1)
 
 
 @pytest.mark.django_db(transaction=True)
