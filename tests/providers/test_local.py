@@ -15,6 +15,7 @@ import signal
 import httpx2
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 
 from reports.clock import Clock
 from reports.models import Attempt, Task
@@ -167,6 +168,7 @@ async def test_a_killed_model_server_is_started_again_and_a_task_still_succeeds(
     assert attempt.text.startswith("# Tidal energy in small harbours\n\n## Summary\n\n")
     assert (task.cost_status, task.cost_micros) == ("settled", 0)
     assert attempt.usage_source == "provider" and attempt.output_tokens > 0
+    await sync_to_async(connections.close_all)()  # the test database is dropped next
 
 
 # --- the report's skeleton, against a scripted OpenAI-compatible server ------------------
