@@ -360,8 +360,13 @@ REPORTS_MAX_FILES = env_int("REPORTS_MAX_FILES", 10, minimum=1)
 REPORTS_MAX_INSTRUCTIONS_CHARS = env_int("REPORTS_MAX_INSTRUCTIONS_CHARS", 4000, minimum=1)
 REPORTS_QUEUE_LIMIT = env_int("REPORTS_QUEUE_LIMIT", 100, minimum=1)
 REPORTS_MAX_ATTEMPTS = env_int("REPORTS_MAX_ATTEMPTS", 3, minimum=1)
-REPORTS_STALL_TIMEOUT_S = env_number("REPORTS_STALL_TIMEOUT_S", 30, minimum=0.01)
-REPORTS_TASK_DEADLINE_S = env_number("REPORTS_TASK_DEADLINE_S", 900, minimum=1)
+# A local model on a CPU reads a prompt for tens of seconds, more on a busy machine, before
+# llama-server answers at all: its defaults wait longer (docs/providers.md, "local").
+_ON_CPU = REPORTS_PROVIDER == "local"
+REPORTS_STALL_TIMEOUT_S = env_number(
+    "REPORTS_STALL_TIMEOUT_S", 180 if _ON_CPU else 30, minimum=0.01
+)
+REPORTS_TASK_DEADLINE_S = env_number("REPORTS_TASK_DEADLINE_S", 1800 if _ON_CPU else 900, minimum=1)
 REPORTS_LEASE_S = env_number("REPORTS_LEASE_S", 30, minimum=1)
 REPORTS_MAX_RUNNING = env_int("REPORTS_MAX_RUNNING", 8, minimum=1)
 REPORTS_LANE_LIMITS = env_lane_limits("REPORTS_LANE_LIMITS", "short=6,long=2")
@@ -370,7 +375,7 @@ REPORTS_RERUN_LOST_ATTEMPTS = env_bool("REPORTS_RERUN_LOST_ATTEMPTS", True)
 REPORTS_EMBEDDED_WORKER = env_bool("REPORTS_EMBEDDED_WORKER", True)
 REPORTS_EMBEDDED_SLOTS = env_int("REPORTS_EMBEDDED_SLOTS", 4, minimum=1)
 REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = env_number(
-    "REPORTS_PROVIDER_RESPONSE_TIMEOUT_S", 60, minimum=0.01
+    "REPORTS_PROVIDER_RESPONSE_TIMEOUT_S", 300 if _ON_CPU else 60, minimum=0.01
 )
 REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
 # A local model's window is small: its report gets a cap that leaves room to read.
