@@ -107,12 +107,16 @@ class LocalServer:
         self.starts = 0  # how many times a child was started (1 + the restarts)
         self.ready = asyncio.Event()  # set while a started child answers
         self._log = None
+        self._http: httpx2.AsyncClient | None = None
 
     async def run(self, on_ready) -> None:
         """Start the child, then keep it alive until cancelled; stop it on the way out.
 
         `on_ready(url, props)` is called after every start."""
         delay = RESTART_DELAY_S[0]
+        # One client for every check: building one (its TLS context) takes the event loop
+        # tens of milliseconds.
+        self._http = httpx2.AsyncClient(timeout=HEALTH_TIMEOUT_S)
         try:
             while True:
                 try:
@@ -131,6 +135,7 @@ class LocalServer:
                 await self.stop()
         finally:
             await asyncio.shield(self.stop())
+            await self._http.aclose()
 
     async def start(self) -> None:
         """Start a child and wait until it serves: its address, `/health`, `/props`."""
@@ -166,10 +171,9 @@ class LocalServer:
         if not line:
             raise RuntimeError(f"it exited: {self._log_tail()}")
         self.url = json.loads(line)["url"]
-        async with httpx2.AsyncClient(timeout=HEALTH_TIMEOUT_S) as http:
-            response = await http.get(self.url + "/props")
-            response.raise_for_status()
-            self.props = Props.of(response.json())
+        response = await self._http.get(self.url + "/props")
+        response.raise_for_status()
+        self.props = Props.of(response.json())
         log.info(
             "local model server %s started at %s (pid %s): %d slots of %d tokens",
             Path(self.model).name,
@@ -200,8 +204,7 @@ class LocalServer:
 
     async def healthy(self) -> bool:
         try:
-            async with httpx2.AsyncClient(timeout=HEALTH_TIMEOUT_S) as http:
-                return (await http.get(self.url + "/health")).status_code == 200
+            return (await self._http.get(self.url + "/health")).status_code == 200
         except httpx2.HTTPError:
             return False
 
