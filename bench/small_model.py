@@ -1,7 +1,7 @@
 """How often a small model's report passes validation, by the way it is asked.
 
     .venv/bin/python -m bench.small_model [--documents 6] [--chars 2400] [--max-tokens 400]
-                                          [--shapes free,skeleton,grammar]
+                                          [--shapes free,skeleton,grammar] [--add]
 
 The `local` provider's model server (SmolLM2-135M-Instruct unless REPORTS_LOCAL_MODEL names
 another GGUF file) writes a one-call report of each of the first N documents of the parser
@@ -14,6 +14,10 @@ ended with the completion signal (`stop`) and validation found nothing wrong. Th
 * free — the model writes the whole report, told the format in words (the prompt alone);
 * skeleton — the title and headings are ours, the model writes each section's text;
 * grammar — the model writes it all, held to the shape by a llama.cpp grammar.
+
+`--max-tokens` is the output cap of each call (a skeleton's sections are capped by it
+too); `--add` keeps the shapes an earlier run of the same documents, cut and cap measured,
+so a slow shape can be measured in a run of its own.
 
 A quality measurement, not a timing one: the seconds are printed for a sense of the cost
 and vary with the machine's load. Results: bench/results/small_model.json.
@@ -46,6 +50,7 @@ DOCUMENTS = (
     "bzip2-manual.html",
 )
 TEXT_CHARS = 300  # of each report, kept in the results to be read
+SAME = ("model", "documents", "chars", "max_tokens")  # what makes two runs comparable
 
 
 def setup_django() -> None:
@@ -121,12 +126,24 @@ async def measure(args: argparse.Namespace) -> dict:
     try:
         await provider.wait_until_ready()
         picked = documents(args.documents, args.chars)
-        shapes = {}
+        results = {
+            "model": Path(provider.server.model).name,
+            "window": provider.window,
+            "documents": len(picked),
+            "chars": args.chars,
+            "max_tokens": args.max_tokens,
+            "shapes": {},
+        }
+        if args.add and args.out.exists():  # other shapes, measured alike in an earlier run
+            earlier = json.loads(args.out.read_text())
+            if all(earlier.get(key) == results[key] for key in SAME):
+                results["shapes"] = earlier["shapes"]
         for shape in args.shapes.split(","):
             provider.report_shape = shape
             seats = asyncio.Semaphore(provider.slots or 1)  # the server's slots, all busy
+            runs = results["shapes"][shape] = {"valid": 0, "runs": []}
 
-            async def one(document, shape=shape, seats=seats):
+            async def one(document, shape=shape, seats=seats, runs=runs):
                 async with seats:
                     run = await report_of(provider, document, args.max_tokens)
                 print(
@@ -134,20 +151,12 @@ async def measure(args: argparse.Namespace) -> dict:
                     f"{run['seconds']:6.1f} s  {'; '.join(run['problems'])}",
                     flush=True,
                 )
-                return run
+                runs["runs"].append(run)
+                runs["valid"] += run["valid"]
+                # Written after each report: a long run interrupted keeps what it measured.
+                args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
 
-            runs = await asyncio.gather(*(one(document) for document in picked))
-            shapes[shape] = {"valid": sum(run["valid"] for run in runs), "runs": runs}
-            results = {
-                "model": Path(provider.server.model).name,
-                "window": provider.window,
-                "documents": len(picked),
-                "chars": args.chars,
-                "max_tokens": args.max_tokens,
-                "shapes": shapes,
-            }
-            # Written after each shape: a long run interrupted keeps what it measured.
-            args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+            await asyncio.gather(*(one(document) for document in picked))
         return results
     finally:
         serving.cancel()
@@ -161,11 +170,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-tokens", type=int, default=400)
     parser.add_argument("--shapes", default="free,skeleton,grammar")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--add", action="store_true", help="keep the other shapes of an earlier run alike"
+    )
     args = parser.parse_args(argv)
     setup_django()
     results = asyncio.run(measure(args))
     for shape, outcome in results["shapes"].items():
-        print(f"{shape}: {outcome['valid']} of {results['documents']} valid")
+        print(f"{shape}: {outcome['valid']} of {len(outcome['runs'])} valid")
 
 
 if __name__ == "__main__":
