@@ -253,5 +253,7 @@ async def test_a_section_cut_off_without_its_completion_signal_truncates_the_rep
     server, provider = scripted
     server.queue(Reply(text=(" tidal power",), finish_reason=None, end="eof"))
     items = await streamed(provider)
+    text = "".join(item.text for item in items if isinstance(item, TextDelta))
+    assert text.endswith("## Summary\n\nIn short, tidal power")  # kept, as partial text
     assert not any(isinstance(item, Completed) for item in items)
     assert len(server.requests) == 1  # no section is asked for after it
