@@ -9,8 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
+import json
 import os
 import signal
+import subprocess
+import sys
 
 import httpx2
 import pytest
@@ -257,3 +260,40 @@ async def test_a_section_cut_off_without_its_completion_signal_truncates_the_rep
     assert text.endswith("## Summary\n\nIn short, tidal power")  # kept, as partial text
     assert not any(isinstance(item, Completed) for item in items)
     assert len(server.requests) == 1  # no section is asked for after it
+
+
+# --- its settings ---------------------------------------------------------------------------
+
+
+def project_settings(**env: str) -> subprocess.CompletedProcess:
+    """Load the project's settings in a fresh process with `env`, printing what matters."""
+    code = (
+        "import json, django; django.setup(); from django.conf import settings as s; "
+        "print(json.dumps([s.REPORTS_MODEL, s.REPORTS_PRICES.get(s.REPORTS_MODEL), "
+        "s.REPORTS_CONTEXT_TOKENS, s.REPORTS_MAX_OUTPUT_TOKENS, "
+        "s.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S, s.REPORTS_STALL_TIMEOUT_S]))"
+    )
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_DEBUG": "1",
+        **env,
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True
+    )
+
+
+def test_the_local_provider_is_free_and_waits_for_a_cpu_by_default():
+    loaded = project_settings(REPORTS_PROVIDER="local", REPORTS_LOCAL_CONTEXT_TOKENS="8192")
+    assert loaded.returncode == 0, loaded.stderr
+    model, price, window, output, response_s, stall_s = json.loads(loaded.stdout)
+    assert model == MODEL and price == FREE
+    assert (window, output) == (8192, 1024)  # the model server's window, room to read in it
+    assert (response_s, stall_s) == (300, 180)
+
+
+def test_an_unknown_report_shape_stops_the_server_at_start_up():
+    loaded = project_settings(REPORTS_PROVIDER="local", REPORTS_LOCAL_REPORT_SHAPE="fancy")
+    assert loaded.returncode != 0
+    assert "REPORTS_LOCAL_REPORT_SHAPE must be one of skeleton, grammar, free" in loaded.stderr
