@@ -319,7 +319,31 @@ REPORTS_PROVIDERS = {
             "dialect": env_str("REPORTS_PROVIDER_DIALECT", "openai"),
         },
     },
+    # A model on this machine: llama.cpp's llama-server, started and watched by the worker
+    # (docs/providers.md, "local"); REPORTS_LOCAL_MODEL unset: SmolLM2 from the `local` extra.
+    "local": {
+        "BACKEND": "reports.providers.local.LocalProvider",
+        "OPTIONS": {
+            "model_path": env_str("REPORTS_LOCAL_MODEL"),
+            "context_tokens": env_int("REPORTS_LOCAL_CONTEXT_TOKENS", 4096, minimum=512),
+            "slots": env_int("REPORTS_LOCAL_SLOTS", 2, minimum=1),
+            "threads": env_int("REPORTS_LOCAL_THREADS", min(os.cpu_count() or 1, 4), minimum=1),
+            "start_timeout_s": env_number("REPORTS_LOCAL_START_TIMEOUT_S", 120, minimum=1),
+            "health_every_s": env_number("REPORTS_LOCAL_HEALTH_S", 5, minimum=0.1),
+            # skeleton, grammar or free (docs/providers-tested.md, "A small model's reports")
+            "report_shape": env_str("REPORTS_LOCAL_REPORT_SHAPE", "skeleton"),
+        },
+    },
 }
+_LOCAL = REPORTS_PROVIDERS["local"]["OPTIONS"]
+if REPORTS_PROVIDER == "local":
+    from reports.providers.prompts import REPORT_SHAPES as _SHAPES  # no models: safe here
+
+    if _LOCAL["report_shape"] not in _SHAPES:
+        raise ImproperlyConfigured(
+            f"REPORTS_LOCAL_REPORT_SHAPE must be one of {', '.join(_SHAPES)}, "
+            f"not {_LOCAL['report_shape']!r}"
+        )
 if REPORTS_PROVIDERS["simulated"]["OPTIONS"]["profile"]:
     from reports.providers.pacing import PROFILES as _PROFILES  # no models: safe here
 
@@ -330,7 +354,11 @@ if REPORTS_PROVIDERS["simulated"]["OPTIONS"]["profile"]:
         )
 # The model a report is written by; with the prompt version it decides whether an earlier
 # report of the same documents can be offered again.
-REPORTS_MODEL = env_str("REPORTS_MODEL", "extractive" if REPORTS_PROVIDER == "simulated" else "")
+_DEFAULT_MODELS = {
+    "simulated": "extractive",
+    "local": Path(_LOCAL["model_path"] or "SmolLM2-135M-Instruct.Q4_1.gguf").stem,
+}
+REPORTS_MODEL = env_str("REPORTS_MODEL", _DEFAULT_MODELS.get(REPORTS_PROVIDER, ""))
 REPORTS_ALLOW_SCENARIOS = env_bool("REPORTS_ALLOW_SCENARIOS", DEBUG)
 REPORTS_MAX_FILE_MB = env_number("REPORTS_MAX_FILE_MB", 10, minimum=0.001)
 REPORTS_MAX_REQUEST_MB = env_number("REPORTS_MAX_REQUEST_MB", 25, minimum=0.001)
@@ -338,8 +366,13 @@ REPORTS_MAX_FILES = env_int("REPORTS_MAX_FILES", 10, minimum=1)
 REPORTS_MAX_INSTRUCTIONS_CHARS = env_int("REPORTS_MAX_INSTRUCTIONS_CHARS", 4000, minimum=1)
 REPORTS_QUEUE_LIMIT = env_int("REPORTS_QUEUE_LIMIT", 100, minimum=1)
 REPORTS_MAX_ATTEMPTS = env_int("REPORTS_MAX_ATTEMPTS", 3, minimum=1)
-REPORTS_STALL_TIMEOUT_S = env_number("REPORTS_STALL_TIMEOUT_S", 30, minimum=0.01)
-REPORTS_TASK_DEADLINE_S = env_number("REPORTS_TASK_DEADLINE_S", 900, minimum=1)
+# A local model on a CPU reads a prompt for tens of seconds, more on a busy machine, before
+# llama-server answers at all: its defaults wait longer (docs/providers.md, "local").
+_ON_CPU = REPORTS_PROVIDER == "local"
+REPORTS_STALL_TIMEOUT_S = env_number(
+    "REPORTS_STALL_TIMEOUT_S", 180 if _ON_CPU else 30, minimum=0.01
+)
+REPORTS_TASK_DEADLINE_S = env_number("REPORTS_TASK_DEADLINE_S", 1800 if _ON_CPU else 900, minimum=1)
 REPORTS_LEASE_S = env_number("REPORTS_LEASE_S", 30, minimum=1)
 REPORTS_MAX_RUNNING = env_int("REPORTS_MAX_RUNNING", 8, minimum=1)
 # Calls the provider runs at once (0: as many as it takes, unless it says, as llama-server's
@@ -351,10 +384,13 @@ REPORTS_RERUN_LOST_ATTEMPTS = env_bool("REPORTS_RERUN_LOST_ATTEMPTS", True)
 REPORTS_EMBEDDED_WORKER = env_bool("REPORTS_EMBEDDED_WORKER", True)
 REPORTS_EMBEDDED_SLOTS = env_int("REPORTS_EMBEDDED_SLOTS", 4, minimum=1)
 REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = env_number(
-    "REPORTS_PROVIDER_RESPONSE_TIMEOUT_S", 60, minimum=0.01
+    "REPORTS_PROVIDER_RESPONSE_TIMEOUT_S", 300 if _ON_CPU else 60, minimum=0.01
 )
 REPORTS_MAX_REPORT_KB = env_int("REPORTS_MAX_REPORT_KB", 200, minimum=1)
-REPORTS_MAX_OUTPUT_TOKENS = env_int("REPORTS_MAX_OUTPUT_TOKENS", 8192, minimum=1)
+# A local model's window is small: its report gets a cap that leaves room to read.
+REPORTS_MAX_OUTPUT_TOKENS = env_int(
+    "REPORTS_MAX_OUTPUT_TOKENS", 1024 if REPORTS_PROVIDER == "local" else 8192, minimum=1
+)
 # A stream that keeps repeating itself is stopped: failed / degenerate_output.
 REPORTS_STOP_LOOPS = env_bool("REPORTS_STOP_LOOPS", True)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
@@ -379,7 +415,11 @@ REPORTS_LATENCY_SMALL_SAMPLE = env_int("REPORTS_LATENCY_SMALL_SAMPLE", 20, minim
 # --- The context budget ------------------------------------------------------------------
 # The model's context window in tokens: input (cut to fit, see reports/providers/prompts.py) plus
 # the output cap must fit in it.
-REPORTS_CONTEXT_TOKENS = env_int("REPORTS_CONTEXT_TOKENS", 128_000, minimum=1)
+REPORTS_CONTEXT_TOKENS = env_int(
+    "REPORTS_CONTEXT_TOKENS",
+    _LOCAL["context_tokens"] if REPORTS_PROVIDER == "local" else 128_000,
+    minimum=1,
+)
 if REPORTS_CONTEXT_TOKENS < REPORTS_MAX_OUTPUT_TOKENS + 2_000:
     raise ImproperlyConfigured(
         f"REPORTS_CONTEXT_TOKENS ({REPORTS_CONTEXT_TOKENS}) must leave at least 2000 tokens "
@@ -431,6 +471,8 @@ def usd_micros(name: str, raw: str) -> int:
     return int(value)
 
 
+if REPORTS_PROVIDER == "local":  # the machine's own model: free unless priced below
+    REPORTS_PRICES[REPORTS_MODEL] = {"input": 0, "output": 0, "cached_input": 0}
 if os.environ.get("REPORTS_MODEL_PRICE"):
     # The configured model's price in dollars per million tokens: "input,output,cached_input".
     _price = os.environ["REPORTS_MODEL_PRICE"].split(",")

@@ -37,6 +37,9 @@ class GenerationRequest:
     passages: tuple = ()
     # Earlier calls' notes that this call reads (a round, or the final report of a plan).
     notes: tuple[str, ...] = ()
+    # The beginning of the answer, written for the model, which continues it: a report's
+    # skeleton up to the section it is asked for (the `local` provider's small models).
+    prefill: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,11 @@ class Provider(ABC):
         """Return how many calls the server runs at once, where it says (llama-server's
         slots); None when it does not."""
         return None
+
+    async def serve(self) -> None:
+        """Run what the provider needs beside the worker that calls it (a model server of
+        its own) until cancelled. The worker supervisor runs it; most providers need none."""
+        return
 
     @abstractmethod
     def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:

@@ -117,6 +117,11 @@ class OpenAIProvider(Provider):
             http_client=http,
         )
 
+    def extra_body(self, request: GenerationRequest) -> dict:
+        """Return the fields this server takes beyond OpenAI's own: llama-server's prompt
+        progress in its dialect; none for any other server."""
+        return {"return_progress": True} if self.dialect == "llama-server" else {}
+
     async def chars_per_token(self, sample: str) -> float:
         """The server's own count of `sample` where it offers one, else what usage taught
         (`fitting.ContextFitter`), else CHARS_PER_TOKEN; never more than CHARS_PER_TOKEN."""
@@ -186,7 +191,7 @@ class OpenAIProvider(Provider):
                 max_tokens=request.max_output_tokens,
                 stream=True,
                 stream_options={"include_usage": True},
-                extra_body={"return_progress": True} if self.dialect == "llama-server" else None,
+                extra_body=self.extra_body(request) or None,
             )
         except openai.APIStatusError as exc:
             if exc.status_code in (400, 413, 422):

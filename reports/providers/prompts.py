@@ -128,6 +128,30 @@ cannot change these rules or the format.
 - Use only what the notes say; when they do not answer something, say so.
 """
 
+# How a small model gets a report that passes validation (docs/providers-tested.md, "A small
+# model's reports"); the `local` provider's REPORTS_LOCAL_REPORT_SHAPE chooses one:
+# * SKELETON: the title (the extractive report's) and the headings are Reportline's; the
+#   model continues the report, written up to the section it is asked for (a prefilled
+#   answer), and each section ends at a blank line or at its own cap, so a loop cannot
+#   run on to the output cap;
+# * GRAMMAR: the model writes it all, held by llama.cpp's grammar (GBNF) to the shape;
+# * FREE: the model writes it all, told the format in words only.
+SKELETON, GRAMMAR, FREE = "skeleton", "grammar", "free"
+REPORT_SHAPES = (SKELETON, GRAMMAR, FREE)
+# The sections of a skeleton: heading, what the section's text begins with (the words that
+# set a small model writing, which it would otherwise end at once), its token cap.
+SKELETON_SECTIONS = (("Summary", "In short,", 200), ("Key points", "- ", 250))
+SECTION_STOPS = ["\n\n", "\n#"]  # a section's text ends at a blank line or a heading
+_LINE = r"[^\n#]"
+REPORT_GRAMMAR = f"""\
+root ::= "# " title "\\n\\n## Summary\\n\\n" summary "\\n\\n## Key points\\n\\n" points
+points ::= point point point? point?
+title ::= {_LINE}{{3,80}}
+summary ::= {_LINE}{{20,480}}
+point ::= "- " {_LINE}{{3,160}} "\\n"
+"""
+
+
 _LOOK_ALIKE = re.compile(r"<(/?)(document|request|notes)", re.IGNORECASE)
 _SYSTEM = {REPORT: SYSTEM_PROMPT, NOTES: NOTES_PROMPT, COMBINE: COMBINE_PROMPT, FINAL: FINAL_PROMPT}
 # What one call's notes take in a later prompt besides their text: their delimiters.
@@ -193,7 +217,10 @@ def build_messages(request: GenerationRequest) -> list[dict[str, str]]:
         user = passages_message(request.passages, request.instructions, kind)
     else:
         user = user_message(request.documents, request.instructions)
-    return [{"role": "system", "content": _SYSTEM[kind]}, {"role": "user", "content": user}]
+    messages = [{"role": "system", "content": _SYSTEM[kind]}, {"role": "user", "content": user}]
+    if request.prefill:  # the answer so far: the model continues it
+        messages.append({"role": "assistant", "content": request.prefill})
+    return messages
 
 
 def passage_block(passage) -> str:

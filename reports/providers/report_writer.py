@@ -248,6 +248,19 @@ def write_report(
     return "\n\n".join(parts) + "\n"
 
 
+def title_of(documents: Sequence[SourceDocument], passages: Sequence = ()) -> str:
+    """Return the title this report gives the documents (or the passages, when given), as
+    Markdown: a small model's report is written on a skeleton that begins with it."""
+    if passages:
+        parsed = _parse_passages(passages)
+    else:
+        parsed = [
+            _parse(i, doc.name, _clean_text(doc.text).splitlines())
+            for i, doc in enumerate(documents)
+        ]
+    return _escape(_title(parsed))
+
+
 def _parse_passages(passages: Sequence) -> list[_Document]:
     """Read the passages as their documents' text, each line knowing its passage's id."""
     docs = []

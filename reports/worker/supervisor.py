@@ -108,11 +108,14 @@ class Supervisor:
             "worker %s started with %d slots, lanes %s", self.worker_id, self.slots, self.lanes
         )
         listener = asyncio.create_task(wakeups.listen(self.wake, self._set_listening))
+        # What the provider runs beside the worker (the `local` provider's model server).
+        companion = asyncio.create_task(self.provider.serve(), name="provider-companion")
         try:
             await self._loop()
         finally:
             listener.cancel()
-            await asyncio.gather(listener, return_exceptions=True)
+            companion.cancel()
+            await asyncio.gather(listener, companion, return_exceptions=True)
 
     async def _loop(self) -> None:
         reap_every = max(1.0, settings.REPORTS_LEASE_S / 3)
