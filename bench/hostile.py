@@ -31,9 +31,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
-import uuid
 from dataclasses import dataclass
 
+from bench import wsclient
 from bench.fanout import run_clients
 from bench.harness import SAMPLE, Layout, Results, serve, work
 
@@ -92,24 +92,7 @@ class Upload:
 
 
 def upload(base_url: str, token: str, name: str, data: bytes) -> tuple[int, dict]:
-    boundary = uuid.uuid4().hex
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{name}"\r\n'
-            "Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
-    request = urllib.request.Request(
-        f"{base_url}/api/tasks",
-        data=body,
-        method="POST",
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-        },
-    )
+    request = wsclient.upload_request(base_url, token, name, data, "application/octet-stream")
     try:
         with urllib.request.urlopen(request, timeout=120) as reply:
             return reply.status, json.loads(reply.read())

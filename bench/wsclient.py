@@ -42,20 +42,21 @@ def parse(message: str) -> tuple[int, list[list]]:
     return (int(batch.group(1)) if batch else 0), deltas
 
 
-def submit(base_url: str, token: str, path: str) -> str:
-    document = Path(path).read_bytes()
+def upload_request(
+    base_url: str, token: str, name: str, data: bytes, content_type: str
+) -> urllib.request.Request:
+    """Return the POST /api/tasks of one file, with a fresh idempotency key."""
     boundary = uuid.uuid4().hex
     body = (
         (
             f'--{boundary}\r\nContent-Disposition: form-data; name="files"; '
-            'filename="article.md"\r\n'
-            "Content-Type: text/markdown\r\n\r\n"
+            f'filename="{name}"\r\n'
+            f"Content-Type: {content_type}\r\n\r\n"
         ).encode()
-        + document
-        # The same document for every stream: each is written anew (reuse only on request).
+        + data
         + f"\r\n--{boundary}--\r\n".encode()
     )
-    request = urllib.request.Request(
+    return urllib.request.Request(
         f"{base_url}/api/tasks",
         data=body,
         method="POST",
@@ -65,6 +66,12 @@ def submit(base_url: str, token: str, path: str) -> str:
             "Idempotency-Key": uuid.uuid4().hex,
         },
     )
+
+
+def submit(base_url: str, token: str, path: str) -> str:
+    # The same document for every stream: each is written anew (reuse only on request).
+    document = Path(path).read_bytes()
+    request = upload_request(base_url, token, "article.md", document, "text/markdown")
     with urllib.request.urlopen(request, timeout=60) as reply:
         return json.loads(reply.read())["task_id"]
 

@@ -8,6 +8,7 @@ import io
 import ipaddress
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import asynccontextmanager
@@ -20,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from django.core.files.storage import storages
-from django.db import connections
+from django.db import connection, connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -38,6 +39,7 @@ from reports.providers.base import (
 from reports.submissions import Submission, Upload
 from reports.threads import on_shared_db
 from reports.worker import preparation
+from reports.worker.leases import claim_next_task
 from reports.worker.supervisor import Supervisor
 
 SAMPLE = (
@@ -369,3 +371,28 @@ def store_passages(task: Task, text: str = SAMPLE, max_chars: int = 200) -> list
     return preparation.store_passages(
         task.pk, passages.cut([SourceDocument("doc.md", text)], max_chars)
     )
+
+
+def claim_concurrently(claimers: int, **options) -> list:
+    """Return what `claimers` threads, each on its own connection, claimed at once."""
+    barrier = threading.Barrier(claimers)
+    claims, errors = [], []
+
+    def claim(n: int) -> None:
+        try:
+            barrier.wait()
+            found = claim_next_task(f"worker-{n}", **options)
+            if found is not None:
+                claims.append(found)
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(claimers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    return claims

@@ -316,11 +316,13 @@ class LocalProvider(OpenAIProvider):
         usages: list[Usage] = []
         request_id = None
         for heading, lead, cap in prompts.SKELETON_SECTIONS:
+            # The sections share the report's output cap: together they never pass it.
+            room = request.max_output_tokens - sum(u.output_tokens or 0 for u in usages)
+            if room <= 0:
+                break
             pending += f"\n\n## {heading}\n\n"
             section = dataclasses.replace(
-                request,
-                prefill=sent + pending + lead,
-                max_output_tokens=min(cap, request.max_output_tokens),
+                request, prefill=sent + pending + lead, max_output_tokens=min(cap, room)
             )
             completed, blank = None, ""
             async with contextlib.aclosing(super().stream(section)) as items:

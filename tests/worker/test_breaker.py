@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from datetime import timedelta
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
-from django.db import connection
 from django.test import Client
 from django.utils.timezone import localtime
 
@@ -23,7 +21,7 @@ from reports.providers.base import ProviderError, Retry
 from reports.worker.leases import claim_next_task
 from reports.worker.retries import provider_down
 from reports.worker.supervisor import Supervisor
-from tests.helpers import ScriptedProvider, wait_for, whole_report
+from tests.helpers import ScriptedProvider, claim_concurrently, wait_for, whole_report
 from tests.providers.openai_server import (
     KEY,
     REPORT_PIECES,
@@ -310,27 +308,7 @@ def test_concurrent_claimers_take_one_probe(make_task, settings):
     ProviderCircuit.objects.create(
         provider="openai", state=CircuitState.OPEN, failures=5, trips=1, retry_at=clock.wall()
     )
-    claimers = 8
-    barrier = threading.Barrier(claimers)
-    claims, errors = [], []
-
-    def claim(n: int) -> None:
-        try:
-            barrier.wait()
-            found = claim_next_task(f"worker-{n}", clock=clock)
-            if found is not None:
-                claims.append(found)
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=claim, args=(n,)) for n in range(claimers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    claims = claim_concurrently(8, clock=clock)
     assert [c.task_id for c in claims] == [tasks[0].pk]  # one probe, the oldest task
     assert circuit().state == CircuitState.PROBING
     assert circuit().probe_task_id == tasks[0].pk

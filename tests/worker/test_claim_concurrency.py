@@ -1,39 +1,13 @@
 """Concurrent claimers, each with its own database connection, against the real database."""
 
-import threading
 from collections import Counter
 
 import pytest
-from django.db import connection
 
 from reports.models import Task
-from reports.worker.leases import claim_next_task
+from tests.helpers import claim_concurrently
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def claim_concurrently(claimers: int) -> list:
-    barrier = threading.Barrier(claimers)
-    claims, errors = [], []
-
-    def claim(n: int) -> None:
-        try:
-            barrier.wait()
-            found = claim_next_task(f"worker-{n}")
-            if found is not None:
-                claims.append(found)
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=claim, args=(n,)) for n in range(claimers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    return claims
 
 
 def test_concurrent_claimers_never_exceed_the_caps_nor_claim_twice(make_task, settings):
