@@ -316,6 +316,7 @@ def measure(*, runs: int, tokens: int, reports: int, patient: bool = False) -> d
     env = layout.environ(
         BENCH_PROBE=probe,
         REPORTS_PROVIDER="openai",
+        REPORTS_PROVIDER_DIALECT="llama-server",  # its slots and its reading progress
         OPENAI_BASE_URL=server.base_url,
         REPORTS_MODEL="smollm2",
         REPORTS_MODEL_PRICE="0,0,0",
