@@ -110,8 +110,10 @@ _BOILERPLATE = re.compile(
 # sentences of a document, it is the document's boilerplate, never its summary.
 _NOTICE = re.compile(r"^\W*(note|notes|warning|caution|important|tip|hint|remark)\b\s*[:!-]", re.I)
 REPEATED_NOTICES = 3
-# Two sentences that share this share of their terms say the same thing once.
-NEAR_DUPLICATE = 0.7
+# Two sentences that share this share of their words (numbers included, of the shorter's)
+# say the same thing: said once. Sentences made on one pattern ("The tides of harbour 3 were
+# measured over 5 months") differ in their numbers and names, and stay.
+NEAR_DUPLICATE = 0.85
 # A sentence with a shell or script mark in it ("... by the # update-mime-database
 # command"), a prompt or an operator, was read out of code; "the # of" is still prose.
 _CODE_MARK = re.compile(r"(?:^|\s)(?:#\s+\w+[-_/]\w|(?:\$|>>>|//)\s)|\s(?:&&|\|\|)\s")
@@ -601,11 +603,11 @@ def _mark_repeated_notices(sentences: list[_Sentence]) -> None:
 
 def _unlike(sentences: list[_Sentence], said: list[_Sentence] = ()) -> list[_Sentence]:
     """Return the sentences, in their order, without those that say what an earlier one
-    (or one of `said`) says: the same terms, mostly."""
+    (or one of `said`) says: the same words, mostly."""
     kept: list[_Sentence] = []
-    seen = [{w for w in s.words if _is_term(w)} for s in said]
+    seen = [set(_ANY_WORD.findall(s.text.casefold())) for s in said]
     for s in sentences:
-        terms = {w for w in s.words if _is_term(w)}
+        terms = set(_ANY_WORD.findall(s.text.casefold()))
         if any(
             terms and len(terms & other) >= NEAR_DUPLICATE * min(len(terms), len(other))
             for other in seen
