@@ -316,13 +316,11 @@ class LocalProvider(OpenAIProvider):
         usages: list[Usage] = []
         request_id = None
         for heading, lead, cap in prompts.SKELETON_SECTIONS:
-            # The sections share the report's output cap: together they never pass it.
-            room = request.max_output_tokens - sum(u.output_tokens or 0 for u in usages)
-            if room <= 0:
-                break
             pending += f"\n\n## {heading}\n\n"
             section = dataclasses.replace(
-                request, prefill=sent + pending + lead, max_output_tokens=min(cap, room)
+                request,
+                prefill=sent + pending + lead,
+                max_output_tokens=_share(cap, request.max_output_tokens),
             )
             completed, blank = None, ""
             async with contextlib.aclosing(super().stream(section)) as items:
@@ -392,3 +390,10 @@ def _sum(usages: list[Usage]) -> Usage:
         cached_tokens=total("cached_tokens"),
         source="provider" if provided else "missing",
     )
+
+
+def _share(cap: int, report_cap: int) -> int:
+    """Return a section's output cap: its own, or its share of a smaller report cap, so
+    that the sections together never pass the report's and each gets some."""
+    total = sum(section_cap for _, _, section_cap in prompts.SKELETON_SECTIONS)
+    return cap if report_cap >= total else max(1, report_cap * cap // total)
