@@ -347,6 +347,9 @@ def measure(*, runs: int, tokens: int, reports: int, patient: bool = False) -> d
         figures["fan_out"] = fan_out(server, client, reports) if reports else None
         figures["server"] = {"window": WINDOW, "slots": SLOTS, "props": server.get("/props").json()}
         figures["server"]["props"].pop("chat_template", None)
+        # The model's file, not where this machine keeps it.
+        path = figures["server"]["props"].get("model_path", "")
+        figures["server"]["props"]["model_path"] = path.rsplit("/", 1)[-1]
         return figures
     finally:
         if app is not None:

@@ -140,10 +140,10 @@ class Streams:
                 yield TextDelta(self.big[i : i + 10_000])
         else:
             yield TextDelta(OPENING)
-            for _ in range(1200):  # a minute at most
+            for i in range(1200):  # a minute at most
                 if self._stop.is_set():
                     break
-                yield TextDelta("word ")
+                yield TextDelta(f"word{i} ")  # new words: one word repeated is a loop
                 await clock.sleep(0.05)
         yield Completed("stop", Usage(10, 20, None, "provider"))
 
@@ -258,6 +258,7 @@ async def test_a_busy_shared_database_thread_loses_no_lease(make_task, settings)
     finally:
         release.set()
         await held
+    await wait_until(lambda: deltas(task) > after, "the stream to write after the slow work")
     streams.stop()
     await worker.wait_for_attempts()
 
