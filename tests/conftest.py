@@ -35,6 +35,7 @@ from tests.helpers import (
     wait_for_port,
 )
 from tests.providers import llama_server as llama
+from tests.providers.openai_server import OpenAIServer, point_at
 
 
 @pytest.fixture(autouse=True)
@@ -291,3 +292,13 @@ def bounded_smollm2_server(tmp_path_factory) -> Iterator[llama.LlamaServer]:
     """The same, but every answer bounded by a grammar to at most two short bullets, as an
     operator may bound a small model that loops (`llama.BULLETS`): its answers end."""
     yield from running_smollm2(tmp_path_factory, n_ctx=2048, slots=2, grammar=llama.BULLETS)
+
+
+@pytest.fixture
+def openai_server(settings):
+    """A fake OpenAI-compatible server over real HTTP, and the `openai` provider's settings
+    pointed at it."""
+    server = OpenAIServer().start()
+    point_at(settings, server.base_url, read_timeout_s=30)
+    yield server
+    server.stop()

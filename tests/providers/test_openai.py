@@ -33,13 +33,6 @@ PARTIAL = ("# A report\n\n", "## Summary\n\n")
 
 
 @pytest.fixture
-def openai_server():
-    server = OpenAIServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def openai_worker(settings, openai_server, worker_thread) -> Supervisor:
     """A worker whose provider is the `openai` one, pointed at the local server.
 

@@ -13,19 +13,11 @@ from reports.clock import Clock
 from reports.models import TaskEvent
 from reports.worker.supervisor import Supervisor
 from tests.helpers import run_all, submit, task_of
-from tests.providers.openai_server import OpenAIServer, Reply, error, point_at
+from tests.providers.openai_server import Reply, error
 
 pytestmark = pytest.mark.django_db
 
 PROVIDER_TEXT = "Invalid schema for function 'internal_billing_tool' on deployment eu-7"
-
-
-@pytest.fixture
-def openai_server(settings):
-    server = OpenAIServer().start()
-    point_at(settings, server.base_url, read_timeout_s=30)
-    yield server
-    server.stop()
 
 
 @pytest.mark.parametrize(

@@ -28,21 +28,12 @@ from tests.providers.openai_server import (
     OpenAIServer,
     Reply,
     error,
-    point_at,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TASKS = 6
 WORKERS, SLOTS = 3, 2
-
-
-@pytest.fixture
-def openai_server(settings):
-    server = OpenAIServer().start()
-    point_at(settings, server.base_url, read_timeout_s=30)
-    yield server
-    server.stop()
 
 
 def go_down(server: OpenAIServer) -> None:

@@ -15,7 +15,7 @@ from reports.models import Attempt, ErrorType, PlanCall, Task
 from reports.worker.attempt_core import cap_chars
 from reports.worker.supervisor import Supervisor
 from tests.helpers import run_all
-from tests.providers.openai_server import OpenAIServer, Reply, point_at
+from tests.providers.openai_server import Reply, point_at
 
 CAP = 500  # REPORTS_MAX_OUTPUT_TOKENS in these tests
 HEAD = ("# A report\n\n", "## Summary\n\n")
@@ -24,13 +24,6 @@ HEAD = ("# A report\n\n", "## Summary\n\n")
 def endless_prose(pieces: int) -> tuple[str, ...]:
     """Text that never repeats itself, about 1 KB a piece: a model that ignores the cap."""
     return tuple(" ".join(f"fact{i}-{j}" for j in range(120))[:1078] + "\n" for i in range(pieces))
-
-
-@pytest.fixture
-def openai_server():
-    server = OpenAIServer().start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -21,17 +21,14 @@ from reports.providers import concurrency
 from reports.worker.leases import claim_next_task
 from reports.worker.supervisor import Supervisor
 from tests.helpers import make_submission, run_all, wait_for
-from tests.providers.openai_server import KEY, OpenAIServer, Reply, point_at
+from tests.providers.openai_server import KEY, Reply
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def server(settings):
-    server = OpenAIServer().start()
-    point_at(settings, server.base_url, read_timeout_s=30)
-    yield server
-    server.stop()
+def server(openai_server):
+    return openai_server
 
 
 def claims(count: int) -> int:
