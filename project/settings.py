@@ -441,6 +441,10 @@ REPORTS_USER_RATE_WINDOW_S = env_int("REPORTS_USER_RATE_WINDOW_S", 60, minimum=1
 # Failed logins per username and address before logins are refused for the lockout.
 REPORTS_LOGIN_MAX_FAILURES = env_int("REPORTS_LOGIN_MAX_FAILURES", 5, minimum=1)
 REPORTS_LOGIN_LOCKOUT_S = env_int("REPORTS_LOGIN_LOCKOUT_S", 900, minimum=1)
+# Requests to the shared pages per client address in a window; live share links a report may have.
+REPORTS_SHARE_RATE_LIMIT = env_int("REPORTS_SHARE_RATE_LIMIT", 60, minimum=1)
+REPORTS_SHARE_RATE_WINDOW_S = env_int("REPORTS_SHARE_RATE_WINDOW_S", 60, minimum=1)
+REPORTS_SHARE_MAX_LINKS = env_int("REPORTS_SHARE_MAX_LINKS", 20, minimum=1)
 if REDIS_URL:
     # One count of failed logins for every web process.
     CACHES = {

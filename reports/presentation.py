@@ -291,6 +291,17 @@ def source_passage(task: Task, passage_id: str) -> SourcePassage | None:
     return task.passages.filter(number=int(match[1])).first()
 
 
+def passage_neighbours(task: Task, passage: SourcePassage) -> tuple[str | None, str | None]:
+    """Return the ids of the passages before and after `passage` in its task (None: none)."""
+    numbers = set(
+        task.passages.filter(number__in=[passage.number - 1, passage.number + 1]).values_list(
+            "number", flat=True
+        )
+    )
+    before, after = passage.number - 1, passage.number + 1
+    return (f"S{before}" if before in numbers else None, f"S{after}" if after in numbers else None)
+
+
 def page_context(task: Task) -> dict[str, Any]:
     """Return the task page's template context: the snapshot, status and outcome."""
     state = task_state(task)

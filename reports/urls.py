@@ -2,6 +2,8 @@ from django.urls import path
 
 from reports import api, health, views
 from reports.observability import views as observability_views
+from reports.sharing import api as sharing_api
+from reports.sharing import views as sharing_views
 from reports.streaming import sse
 
 urlpatterns = [
@@ -10,6 +12,13 @@ urlpatterns = [
     path("tasks/<uuid:task_id>/", views.task, name="task"),
     path("tasks/<uuid:task_id>/retry/", views.retry, name="task-retry"),
     path("tasks/<uuid:task_id>/sources/<str:passage_id>/", views.source, name="task-source"),
+    path("tasks/<uuid:task_id>/share/", sharing_views.create, name="task-share"),
+    path("tasks/<uuid:task_id>/share/revoke/", sharing_views.revoke, name="task-share-revoke"),
+    # read-only share links, open to anyone who has one (docs/sharing.md)
+    path("shared/<str:token>/", sharing_views.report, name="shared-report"),
+    path(
+        "shared/<str:token>/sources/<str:passage_id>/", sharing_views.source, name="shared-source"
+    ),
     # the JSON API and the event stream (docs/api.md)
     path("api/tasks", api.tasks, name="api-tasks"),
     path("api/tasks/<str:task_id>", api.task_detail, name="api-task"),
@@ -19,6 +28,7 @@ urlpatterns = [
     path("api/tasks/<str:task_id>/result", api.result, name="api-task-result"),
     path("api/tasks/<str:task_id>/timing", api.timing, name="api-task-timing"),
     path("api/tasks/<str:task_id>/sources/<str:passage_id>", api.source, name="api-task-source"),
+    path("api/tasks/<str:task_id>/share", sharing_api.share, name="api-task-share"),
     # observability (docs/observability.md)
     path("version", observability_views.version, name="version"),
     path("metrics", observability_views.metrics_view, name="metrics"),

@@ -17,6 +17,7 @@ from reports.auth import MB, ApiError
 from reports.models import Task
 from reports.parsers import SUPPORTED_EXTENSIONS
 from reports.providers import SCENARIOS
+from reports.sharing import links as share_links
 from reports.streaming.consumers import HEARTBEAT_S
 from reports.submissions import form as submission_form
 
@@ -48,7 +49,7 @@ def home(request: HttpRequest) -> HttpResponse:
     return response
 
 
-def _owned_or_404(request: HttpRequest, task_id: uuid.UUID) -> Task:
+def owned_or_404(request: HttpRequest, task_id: uuid.UUID) -> Task:
     """The user's task; another user's is answered exactly as a missing one."""
     found = Task.objects.owned(request.user, task_id)
     if found is None:
@@ -59,8 +60,8 @@ def _owned_or_404(request: HttpRequest, task_id: uuid.UUID) -> Task:
 @login_required
 @require_GET
 def task(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
-    found = _owned_or_404(request, task_id)
-    return _task_page(request, found, reused=request.GET.get("reused") == "1")
+    found = owned_or_404(request, task_id)
+    return task_page(request, found, reused=request.GET.get("reused") == "1")
 
 
 @login_required
@@ -71,7 +72,7 @@ def retry(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
     Both "Try again" on a task that ended without a report (its instructions editable)
     and "Write a fresh one" on a report offered again come here.
     """
-    found = _owned_or_404(request, task_id)
+    found = owned_or_404(request, task_id)
     key = request.POST.get("idempotency_key") or None
     raw = request.POST.get("instructions")
     try:
@@ -81,7 +82,7 @@ def retry(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
         submission = submissions.resubmission(found, key, instructions)
         task, _ = submissions.submit(request.user, submission)
     except ApiError as exc:
-        return _task_page(request, found, reused=raw is None, error=exc)
+        return task_page(request, found, reused=raw is None, error=exc)
     return redirect("task", task_id=task.pk)
 
 
@@ -89,27 +90,25 @@ def retry(request: HttpRequest, task_id: uuid.UUID) -> HttpResponse:
 @require_GET
 def source(request: HttpRequest, task_id: uuid.UUID, passage_id: str) -> HttpResponse:
     """Show one passage of the user's task, with the passages before and after it."""
-    found = _owned_or_404(request, task_id)
+    found = owned_or_404(request, task_id)
     passage = presentation.source_passage(found, passage_id)
     if passage is None:
         raise Http404("No such task.")
-    neighbours = set(
-        found.passages.filter(number__in=[passage.number - 1, passage.number + 1]).values_list(
-            "number", flat=True
-        )
-    )
+    previous, following = presentation.passage_neighbours(found, passage)
     context = {
         "task": found,
         "title": presentation.task_title(found),
         "passage": passage,
-        "previous": f"S{passage.number - 1}" if passage.number - 1 in neighbours else None,
-        "next": f"S{passage.number + 1}" if passage.number + 1 in neighbours else None,
+        "previous": previous,
+        "next": following,
     }
     return render(request, "reports/source.html", context)
 
 
-def _task_page(request, task: Task, *, reused: bool, error: ApiError | None = None):
+def task_page(request, task: Task, *, reused: bool = False, error: ApiError | None = None, **extra):
     context = presentation.page_context(task)
+    if context["succeeded"]:
+        context.update(share_links.share_context(task))
     # A fresh key per render: a double click on Try again makes one task.
     context.update(
         retry_key=str(uuid.uuid4()),
@@ -118,6 +117,7 @@ def _task_page(request, task: Task, *, reused: bool, error: ApiError | None = No
         # The page counts a silent socket as dead by the server's own heartbeat.
         heartbeat_ms=round(HEARTBEAT_S * 1000),
     )
+    context.update(extra)
     if reused and context["succeeded"]:
         # Offered again for a new upload of the same documents: say so, and offer a new one.
         context["reused"] = True

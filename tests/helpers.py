@@ -63,6 +63,7 @@ TASK_ROUTES = [
     ("post", "/api/tasks/{id}/retry"),
     ("post", "/api/tasks/{id}/timing"),
     ("get", "/api/tasks/{id}/sources/S1"),
+    ("post", "/api/tasks/{id}/share"),
 ]
 
 

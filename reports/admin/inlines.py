@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.db.models.functions import Length, Substr
 
 from reports import budgets
-from reports.models import STAGES, Attempt, Document, TaskEvent
+from reports.models import STAGES, Attempt, Document, ShareLink, TaskEvent
 from reports.observability.charts import format_ms
 
 EVENTS_SHOWN = 200
@@ -120,3 +120,11 @@ class EventInline(ReadOnlyInline, admin.TabularInline):
     @admin.display(description="data")
     def data_preview(self, event: TaskEvent) -> str:
         return truncate(json.dumps(event.data, ensure_ascii=False), 120)
+
+
+class ShareLinkInline(ReadOnlyInline, admin.TabularInline):
+    """The report's share links: when each was made, expires and was revoked; never the
+    digest of its token."""
+
+    model = ShareLink
+    fields = readonly_fields = ("created_at", "expires_at", "revoked_at")

@@ -4,6 +4,7 @@ from reports.models.accounts import ApiToken, Budget
 from reports.models.breaker import CircuitState, ProviderCircuit
 from reports.models.plans import PlanCall, SourcePassage
 from reports.models.providers import ProviderFigures
+from reports.models.sharing import ShareLink
 from reports.models.tasks import (
     Attempt,
     Document,
@@ -54,6 +55,7 @@ __all__ = [
     "PreparedText",
     "ProviderCircuit",
     "ProviderFigures",
+    "ShareLink",
     "SourcePassage",
     "Stage",
     "Status",

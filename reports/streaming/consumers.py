@@ -263,5 +263,5 @@ def outcome_fragments(task: Task, state: TaskState) -> str:
     context = {"task": task, "oob": True, **presentation.outcome_context(task, state)}
     return "".join(
         render_to_string(f"{TEMPLATE}#{name}", context)
-        for name in ("actions", "incomplete", "report", "cost")
+        for name in ("actions", "incomplete", "report", "cost", "share")
     )

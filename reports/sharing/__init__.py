@@ -1,0 +1,1 @@
+"""Read-only share links of a finished report (docs/sharing.md)."""
