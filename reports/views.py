@@ -17,7 +17,6 @@ from reports.auth import MB, ApiError
 from reports.models import Task
 from reports.parsers import SUPPORTED_EXTENSIONS
 from reports.providers import SCENARIOS
-from reports.sharing import links as share_links
 from reports.streaming.consumers import HEARTBEAT_S
 from reports.submissions import form as submission_form
 
@@ -108,7 +107,7 @@ def source(request: HttpRequest, task_id: uuid.UUID, passage_id: str) -> HttpRes
 def task_page(request, task: Task, *, reused: bool = False, error: ApiError | None = None, **extra):
     context = presentation.page_context(task)
     if context["succeeded"]:
-        context.update(share_links.share_context(task))
+        context["share_links"] = list(task.share_links.live())
     # A fresh key per render: a double click on Try again makes one task.
     context.update(
         retry_key=str(uuid.uuid4()),

@@ -1,1 +1,0 @@
-"""Read-only share links of a finished report (docs/sharing.md)."""

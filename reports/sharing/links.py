@@ -1,30 +1,18 @@
-"""Making, opening and revoking a report's share links.
-
-Every decision about a link's life reads `clock`, so tests can move time past an expiry.
-"""
+"""Making, opening and revoking a report's share links."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
-from django.db.models import QuerySet
 from django.urls import reverse
-from django.utils import timezone
 
 from reports.auth import ApiError
-from reports.clock import Clock
 from reports.models import ShareLink, Status, Task
 
 DEFAULT_DAYS = 7
 MAX_DAYS = 90
-
-clock: Clock = Clock()
-
-
-def now() -> datetime:
-    return clock.wall() or timezone.now()
 
 
 @dataclass(frozen=True)
@@ -47,43 +35,31 @@ def read_days(raw: str | None) -> int:
     return int(raw)
 
 
-def live_links(task: Task) -> QuerySet[ShareLink]:
-    return task.share_links.live(now())
-
-
-def share_context(task: Task) -> dict:
-    """Return the task page's share section: the links that still work, newest first."""
-    return {"succeeded": True, "share_links": list(live_links(task))}
-
-
 def create_link(task: Task, days: int) -> NewLink:
     """Make a link that opens the succeeded `task`'s report for `days` days."""
     if task.status != Status.SUCCEEDED:
         raise ApiError(
             409, "task_not_succeeded", "Only a report that was written and saved can be shared."
         )
-    if live_links(task).count() >= settings.REPORTS_SHARE_MAX_LINKS:
+    if task.share_links.live().count() >= settings.REPORTS_SHARE_MAX_LINKS:
         raise ApiError(
             409,
             "share_limit_reached",
             f"This report already has {settings.REPORTS_SHARE_MAX_LINKS} live links: "
             "revoke them to make a new one.",
         )
-    created = now()
-    token, link = ShareLink.objects.issue(
-        task, created_at=created, expires_at=created + timedelta(days=days)
-    )
+    token, link = ShareLink.objects.issue(task, days)
     return NewLink(reverse("shared-report", args=[token]), link.expires_at)
 
 
 def revoke_links(task: Task) -> int:
     """Revoke every link of `task` that still works; return how many."""
-    return task.share_links.live(now()).update(revoked_at=now())
+    return task.share_links.revoke()
 
 
 def shared_task(token: str) -> Task | None:
     """Return the task a live link opens, or None: unknown, revoked and expired alike."""
-    link = ShareLink.objects.opened_by(token, now())
+    link = ShareLink.objects.opened_by(token)
     if link is None or link.task.status != Status.SUCCEEDED:
         return None
     return link.task

@@ -103,7 +103,8 @@ def _share_section(request: HttpRequest, task: Task, status: int = 200, **extra)
         response = views.task_page(request, task, **extra)
         response.status_code = status
         return response
-    context = {"task": task, **links.share_context(task), **extra}
+    context = {"task": task, "succeeded": True, "share_links": list(task.share_links.live())}
+    context.update(extra)
     return render(request, "reports/task.html#share", context, status=status)
 
 

@@ -5,7 +5,8 @@ server on a throwaway SQLite database, logs in as the demo user alice, has repor
 written of a real document from the parser corpus (SQLite's "Appropriate Uses For
 SQLite", a two-column PDF), and writes upload.png, streaming.png, succeeded.png,
 citations.png (a citation's passage open over the report), source.png (the source page
-of a cited passage) and failed.png at a desktop's width, and phone-streaming.png and
+of a cited passage), shared.png (the report as a reader of its share link sees it) and
+failed.png at a desktop's width, and phone-streaming.png and
 phone-succeeded.png at a phone's. The PNGs are made smaller with pngquant and optipng
 when they are installed.
 """
@@ -151,6 +152,18 @@ def take(out: Path) -> list[Path]:
         page.set_viewport_size(VIEWPORT)
         page.screenshot(path=out / "source.png", full_page=True)
 
+        # shared.png: the same report as a reader with its share link sees it, signed out.
+        page.goto(succeeded_url)
+        page.locator("[data-share] summary").click()
+        page.locator("[data-action=share]").click()
+        shared_url = page.locator("[data-share-url]").input_value()
+        reader = page.context.browser.new_context(base_url=server.url, viewport=VIEWPORT)
+        shared = reader.new_page()
+        shared.goto(shared_url)
+        expect(shared.locator("[data-report-rendered] h1")).to_be_visible()
+        shared.screenshot(path=out / "shared.png")
+        reader.close()
+
         # streaming.png: text arriving, mid-report, on a desktop and on a phone.
         submit(page)
         text_longer_than(page, 700)
@@ -172,6 +185,7 @@ def take(out: Path) -> list[Path]:
         "succeeded",
         "citations",
         "source",
+        "shared",
         "failed",
         "phone-streaming",
         "phone-succeeded",

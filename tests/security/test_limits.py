@@ -17,6 +17,7 @@ from django.core.cache import cache
 from reports import api
 from reports.models import Task
 from reports.parsers import docx
+from reports.sharing import links
 from reports.worker import loops
 from tests.helpers import SAMPLE, assert_refused, run_all, submit, task_of, upload
 
@@ -31,6 +32,7 @@ CONSTANTS = {
     "MAX_COMPRESSION_RATIO": docx.MAX_COMPRESSION_RATIO,
     "RATIO_EXEMPT_BYTES": docx.RATIO_EXEMPT_BYTES / MB,
     "MAX_PAGE": api.MAX_PAGE,
+    "MAX_DAYS": links.MAX_DAYS,
     "UPLOAD_ALLOWANCE_MS": api.UPLOAD_ALLOWANCE_MS / 1000,
     "MAX_FIRST_TEXT_MS": api.MAX_FIRST_TEXT_MS / 1000,
     "QUIET": loops.QUIET,

@@ -12,8 +12,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 
-from reports.models import ShareLink, Status, Task
-from reports.sharing import links
+from reports.models import ShareLink, Status, Task, sharing
 from tests.helpers import run_all, submit, task_of
 
 pytestmark = pytest.mark.django_db
@@ -119,7 +118,7 @@ def test_a_revoked_link_answers_exactly_as_one_that_never_existed(alice_client, 
 
 
 def test_a_link_stops_working_when_it_expires(alice_client, report, clock, monkeypatch):
-    monkeypatch.setattr(links, "clock", clock)
+    monkeypatch.setattr(sharing, "now", clock.wall)
     path = shared_path(alice_client, report, expires_in_days="2")
     assert ShareLink.objects.get().expires_at == clock.wall() + timedelta(days=2)
     clock.advance(2 * 86400 - 1)
@@ -188,3 +187,14 @@ def test_the_admin_lists_a_tasks_links_without_their_digests(admin_client, alice
     page = admin_client.get(f"/admin/reports/task/{report.pk}/change/").content.decode()
     assert "Share links" in page
     assert ShareLink.objects.get().token_hash not in page
+
+
+def test_a_report_has_a_bounded_number_of_live_links(alice_client, report, settings):
+    settings.REPORTS_SHARE_MAX_LINKS = 2
+    shared_path(alice_client, report)
+    shared_path(alice_client, report)
+    refused = share(alice_client, report)
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "share_limit_reached"
+    alice_client.delete(f"/api/tasks/{report.pk}/share")
+    assert share(alice_client, report).status_code == 201
