@@ -9,10 +9,12 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.core.cache import cache
+from django.core.cache.backends.redis import RedisCache
 from django.db import connection
 from django.test import Client
 
 from reports.models import ShareLink, Status, Task, sharing
+from reports.sharing import throttle
 from tests.helpers import run_all, submit, task_of
 
 pytestmark = pytest.mark.django_db
@@ -198,3 +200,15 @@ def test_a_report_has_a_bounded_number_of_live_links(alice_client, report, setti
     assert refused.json()["error"]["code"] == "share_limit_reached"
     alice_client.delete(f"/api/tasks/{report.pk}/share")
     assert share(alice_client, report).status_code == 201
+
+
+def test_with_the_count_out_of_reach_a_shared_page_is_refused_not_served(
+    alice_client, report, monkeypatch
+):
+    path = shared_path(alice_client, report)
+    unreachable = RedisCache("redis://127.0.0.1:1/0", {})  # nothing listens on port 1
+    monkeypatch.setattr(throttle, "cache", unreachable)
+    response = Client(raise_request_exception=False).get(path)
+    assert response.status_code == 503
+    assert "unavailable for a moment" in response.content.decode()
+    assert "data-report-rendered" not in response.content.decode()
