@@ -58,7 +58,7 @@ def test_following_jumping_sticky_and_the_switch_to_the_report(open_page, long_s
     viewport = page.viewport_size
     assert box is not None and viewport is not None
     assert box["y"] + box["height"] > 0 and box["y"] < viewport["height"], (passage, box)
-    expect(page.locator("a[data-download]")).to_be_in_viewport()
+    expect(page.locator("a[data-download][data-format=md]")).to_be_in_viewport()
 
 
 def test_a_reader_who_followed_to_the_end_gets_the_report_from_its_title(
@@ -138,7 +138,7 @@ def test_the_partial_text_downloads_and_the_report_copies(open_page, fast_server
 
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     upload(page, sample_file)
-    expect(page.locator("a[data-download]")).to_have_attribute(
+    expect(page.locator("a[data-download][data-format=md]")).to_have_attribute(
         "download", "harbours-report.md", timeout=30_000
     )
     page.click("[data-action=copy]")

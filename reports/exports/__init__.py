@@ -1,0 +1,99 @@
+"""The saved report in other formats: a standalone HTML page, PDF and Word (docs/api.md).
+
+Markdown is what is saved and validated; the other formats are made from it when first
+asked for and kept beside it in the report store, keyed by the report's sha256, so a
+second download converts nothing. The HTML page is the page's own rendering
+(reports.rendering) set in a page of its own; PDF and Word are made in a child process
+under CPU, memory and wall-clock limits (the parsers' sandbox), a few at a time, so a
+conversion neither holds the interpreter the event loop needs nor outlives its limit.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from dataclasses import dataclass
+
+from reports import storage
+from reports.exports import cache, html
+from reports.parsers import sandbox
+from reports.parsers.base import ParseError
+
+# A report is at most REPORTS_MAX_REPORT_KB (200 KB by default): its PDF takes a few
+# seconds of CPU (docs/benchmarks.md, "export formats"); these bound a conversion far above.
+LIMITS = sandbox.Limits(cpu_s=60, memory_mb=2048, wall_s=90)
+AT_ONCE = 2  # conversions running at once in a process; more wait for a free one
+WAIT_FOR_SLOT_S = 10.0
+RETRY_AFTER_S = 10
+_slots = threading.BoundedSemaphore(AT_ONCE)
+
+
+@dataclass(frozen=True)
+class Format:
+    extension: str
+    content_type: str
+    child: str | None = None  # the entry converting Markdown in a child process
+
+
+FORMATS = {
+    "md": Format("md", "text/markdown; charset=utf-8"),
+    "html": Format("html", "text/html; charset=utf-8"),
+    "pdf": Format("pdf", "application/pdf", "reports.exports.pdf.in_child"),
+    "docx": Format(
+        "docx",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "reports.exports.docx.in_child",
+    ),
+}
+
+
+class ConversionFailed(Exception):
+    """The report could not be converted: `status` and `message` are the answer's, `detail`
+    what went wrong, for the log."""
+
+    def __init__(
+        self, status: int, message: str, detail: str = "", retry_after_s: int | None = None
+    ):
+        super().__init__(message)
+        self.status, self.message, self.detail = status, message, detail or message
+        self.retry_after_s = retry_after_s
+
+
+def exported(task, name: str) -> bytes:
+    """Return the task's saved report in format `name` (not "md"), converting it once.
+
+    Raise OSError when the report store fails, ConversionFailed when the conversion does.
+    """
+    data = cache.read(task.result_sha256, name)
+    if data is None:
+        with storage.open_result(task.result_id) as saved:
+            markdown = saved.read().decode("utf-8")
+        data = convert(markdown, name)
+        cache.save(task.result_sha256, name, data)
+    return data
+
+
+def convert(markdown: str, name: str) -> bytes:
+    """Return `markdown` converted to format `name`; raise ConversionFailed."""
+    page = html.standalone(markdown)
+    entry = FORMATS[name].child
+    if entry is None:
+        return page.encode("utf-8")
+    if not _slots.acquire(timeout=WAIT_FOR_SLOT_S):
+        raise ConversionFailed(
+            503,
+            "Too many reports are being converted; try again shortly.",
+            retry_after_s=RETRY_AFTER_S,
+        )
+    try:
+        # The PDF is made from the page itself; Word from the Markdown's own structure.
+        source = page if name == "pdf" else markdown
+        return base64.b64decode(sandbox.run(entry, source.encode("utf-8"), LIMITS))
+    except (ParseError, sandbox.Stopped) as exc:
+        raise ConversionFailed(
+            500,
+            f"The report could not be converted to {name}; its Markdown can still be downloaded.",
+            str(exc),
+        ) from None
+    finally:
+        _slots.release()
