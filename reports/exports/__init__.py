@@ -3,9 +3,10 @@
 Markdown is what is saved and validated; the other formats are made from it when first
 asked for and kept beside it in the report store, keyed by the report's sha256, so a
 second download converts nothing. The HTML page is the page's own rendering
-(reports.rendering) set in a page of its own; PDF and Word are made in a child process
-under CPU, memory and wall-clock limits (the parsers' sandbox), a few at a time, so a
-conversion neither holds the interpreter the event loop needs nor outlives its limit.
+(reports.rendering) set in a page of its own, the PDF that page laid out, the Word document
+built from the Markdown's tokens. Each is made in a child process under CPU, memory and
+wall-clock limits (the parsers' sandbox), a few at a time, so a conversion neither holds
+the interpreter the event loop needs nor outlives its limit.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 from dataclasses import dataclass
 
 from reports import storage
-from reports.exports import cache, html
+from reports.exports import cache
 from reports.parsers import sandbox
 from reports.parsers.base import ParseError
 
@@ -32,12 +33,12 @@ _slots = threading.BoundedSemaphore(AT_ONCE)
 class Format:
     extension: str
     content_type: str
-    child: str | None = None  # the entry converting Markdown in a child process
+    child: str | None  # the entry converting the Markdown in the sandbox's child
 
 
 FORMATS = {
-    "md": Format("md", "text/markdown; charset=utf-8"),
-    "html": Format("html", "text/html; charset=utf-8"),
+    "md": Format("md", "text/markdown; charset=utf-8", None),
+    "html": Format("html", "text/html; charset=utf-8", "reports.exports.html.in_child"),
     "pdf": Format("pdf", "application/pdf", "reports.exports.pdf.in_child"),
     "docx": Format(
         "docx",
@@ -75,10 +76,8 @@ def exported(task, name: str) -> bytes:
 
 def convert(markdown: str, name: str) -> bytes:
     """Return `markdown` converted to format `name`; raise ConversionFailed."""
-    page = html.standalone(markdown)
     entry = FORMATS[name].child
-    if entry is None:
-        return page.encode("utf-8")
+    assert entry is not None, "Markdown is served as it was saved"
     if not _slots.acquire(timeout=WAIT_FOR_SLOT_S):
         raise ConversionFailed(
             503,
@@ -86,9 +85,7 @@ def convert(markdown: str, name: str) -> bytes:
             retry_after_s=RETRY_AFTER_S,
         )
     try:
-        # The PDF is made from the page itself; Word from the Markdown's own structure.
-        source = page if name == "pdf" else markdown
-        return base64.b64decode(sandbox.run(entry, source.encode("utf-8"), LIMITS))
+        return base64.b64decode(sandbox.run(entry, markdown.encode("utf-8"), LIMITS))
     except (ParseError, sandbox.Stopped) as exc:
         raise ConversionFailed(
             500,

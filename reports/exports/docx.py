@@ -46,6 +46,7 @@ class _Writer:
         self.lists: list[dict] = []  # open lists, outermost first: style and numbering
         self.quoted = 0
         self.in_sources = False
+        self._style_ids: dict[str, str] = {}
 
     def write(self, tokens: list[Token]) -> None:
         index = 0
@@ -74,15 +75,14 @@ class _Writer:
             elif kind == "blockquote_close":
                 self.quoted -= 1
             elif kind in {"fence", "code_block"}:
-                paragraph = self.document.add_paragraph(style=self._style())
+                paragraph = self._add_paragraph(self._style())
                 self._run(paragraph, token.content.rstrip("\n"), code=True)
             index += 1
 
     def _heading(self, tokens: list[Token], index: int) -> int:
         level = int(tokens[index].tag[1:])
         inline = tokens[index + 1]
-        heading = self.document.add_heading(level=level)
-        self._inline(heading, inline)
+        self._inline(self._add_paragraph(f"Heading {level}"), inline)
         if level <= 2:
             self.in_sources = level == 2 and inline.content.strip().casefold() == "sources"
         return index + 3
@@ -96,13 +96,22 @@ class _Writer:
 
     def _paragraph(self, inline: Token) -> None:
         style = self._style()
-        paragraph = self.document.add_paragraph(style=style)
+        paragraph = self._add_paragraph(style)
         if self.lists and self.lists[-1]["ordered"]:
             current = self.lists[-1]
             if current["numbering"] is None:
                 current["numbering"] = self._new_numbering(style, current["start"])
             self._number(paragraph, current["numbering"])
         self._inline(paragraph, inline)
+
+    def _add_paragraph(self, style: str | None) -> Paragraph:
+        paragraph = self.document.add_paragraph()
+        if style is not None:
+            # By id: python-docx looks a style's name up among all the styles each time.
+            if style not in self._style_ids:
+                self._style_ids[style] = self.document.styles[style].style_id
+            paragraph._p.style = self._style_ids[style]
+        return paragraph
 
     def _new_numbering(self, style: str, start: int) -> int:
         """Return a numbering of `style`'s kind that starts again at `start`."""
@@ -160,8 +169,10 @@ class _Writer:
     @staticmethod
     def _run(paragraph: Paragraph, text: str, *, bold=False, italic=False, code=False) -> None:
         run = paragraph.add_run(text)
-        run.bold = bold or None
-        run.italic = italic or None
+        if bold:
+            run.bold = True
+        if italic:
+            run.italic = True
         if code:
             run.font.name = MONOSPACE
             run.font.size = Pt(9.5)

@@ -1,17 +1,24 @@
 """The report as a standalone HTML page: the page's own rendering, an inline stylesheet, no script.
 
 Citations link to their entries in the report's Sources section, within the file, since
-the task's source pages are not there when the file is opened on its own.
+the task's source pages are not there when the file is opened on its own. The page's
+template is read by an engine of its own, so that the sandbox's child, which has no
+settings, can render it.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from html import unescape
+from pathlib import Path
 
-from django.template.loader import render_to_string
+from django.template import Context, Engine
 
 from reports.rendering import render_markdown
+
+TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
+_engine = Engine(dirs=[str(TEMPLATES)])
 
 _CITATION_HREF = re.compile(r'href="sources/(S\d+)/"')
 _SOURCES_HEADING = "<h2>Sources</h2>"
@@ -25,11 +32,13 @@ def standalone(markdown: str) -> str:
     body = _CITATION_HREF.sub(r'href="#source-\1"', render_markdown(markdown))
     text, heading, sources = body.rpartition(_SOURCES_HEADING)
     if heading:
-        body = (
-            text + heading + _SOURCE_ENTRY.sub(r'<\1 id="source-\2"><a href="#source-\2"', sources)
-        )
+        sources = _SOURCE_ENTRY.sub(r'<\1 id="source-\2"><a href="#source-\2"', sources)
+        body = text + heading + sources
     title = _TITLE.search(body)
-    return render_to_string(
-        "reports/export.html",
-        {"title": unescape(_TAG.sub("", title.group(1))) if title else "Report", "body": body},
-    )
+    context = {"title": unescape(_TAG.sub("", title.group(1))) if title else "Report", "body": body}
+    return _engine.get_template("reports/export.html").render(Context(context))
+
+
+def in_child(markdown: bytes) -> str:
+    """Return the page of the Markdown bytes, as base64 text (the sandbox's entry)."""
+    return base64.b64encode(standalone(markdown.decode("utf-8")).encode("utf-8")).decode("ascii")
