@@ -20,9 +20,11 @@ from reports.exports import cache
 from reports.parsers import sandbox
 from reports.parsers.base import ParseError
 
-# A report is at most REPORTS_MAX_REPORT_KB (200 KB by default): its PDF takes a few
-# seconds of CPU (docs/benchmarks.md, "export formats"); these bound a conversion far above.
-LIMITS = sandbox.Limits(cpu_s=60, memory_mb=2048, wall_s=90)
+# A report is at most REPORTS_MAX_REPORT_KB (200 KB by default). Its PDF, the slowest,
+# took 8.5 s of CPU and 240 MB (docs/benchmarks.md, "Download formats"): these leave it
+# room on a busy machine, and the wall clock ends before the proxy's 60 s read timeout, so
+# the user reads why rather than a gateway error.
+LIMITS = sandbox.Limits(cpu_s=30, memory_mb=1024, wall_s=55)
 AT_ONCE = 2  # conversions running at once in a process; more wait for a free one
 WAIT_FOR_SLOT_S = 10.0
 RETRY_AFTER_S = 10

@@ -94,7 +94,7 @@ def test_another_users_task_is_not_found_in_any_format(bob_client, task):
 def test_a_failed_conversion_answers_json_and_the_markdown_still_downloads(
     alice_client, task, monkeypatch, caplog
 ):
-    monkeypatch.setattr(exports, "LIMITS", sandbox.Limits(cpu_s=60, memory_mb=2048, wall_s=0.01))
+    monkeypatch.setattr(exports, "LIMITS", sandbox.Limits(cpu_s=30, memory_mb=1024, wall_s=0.01))
 
     with caplog.at_level(logging.WARNING, logger="reports.api"):
         failed = download(alice_client, task, "pdf")
