@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 
-import docx
 import pytest
 
 from reports import exports
@@ -64,17 +62,6 @@ def test_the_html_page_stands_alone_with_its_citations_and_sources(alice_client,
     assert 'data-citation="S1"' in page and 'href="#source-S1"' in page
     assert '<li id="source-S1">' in page
     assert 'href="sources/' not in page
-
-
-def test_the_word_document_keeps_the_reports_headings_and_numbered_sources(alice_client, task):
-    document = docx.Document(io.BytesIO(content(download(alice_client, task, "docx"))))
-    styles = [(p.style.name, p.text) for p in document.paragraphs]
-
-    assert styles[0][0] == "Heading 1"
-    assert ("Heading 2", "Summary") in styles and ("Heading 2", "Sources") in styles
-    after_sources = styles[styles.index(("Heading 2", "Sources")) + 1 :]
-    assert after_sources and all(style == "List Number" for style, _ in after_sources)
-    assert after_sources[0][1].startswith("S1 \u2014 article.md")
 
 
 def test_another_format_is_refused(alice_client, task):
