@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import math
 
 from django.db.models import F, Prefetch, prefetch_related_objects
@@ -16,12 +18,13 @@ from django.http import (
 from django.http.request import RawPostDataException
 from django.urls import reverse
 
-from reports import lifecycle, presentation, storage, submissions
+from reports import exports, lifecycle, presentation, storage, submissions
 from reports.auth import NOT_FOUND, ApiError, api_view, owned_task
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.observability import tracing
 from reports.submissions import form as submission_form
 
+log = logging.getLogger(__name__)
 PAGE_SIZE = 50
 MAX_PAGE = 1_000_000  # fifty million tasks: far past any list, well inside the database's numbers
 # The page's first-text time counts from the click, before the upload: the task's age when
@@ -196,19 +199,33 @@ def cancel(request: HttpRequest, user, task_id) -> JsonResponse:
 @api_view({"GET"})
 def result(request: HttpRequest, user, task_id) -> FileResponse:
     task = owned_task(user, task_id)
+    name = request.GET.get("format", "md")
+    fmt = exports.FORMATS.get(name)
+    if fmt is None:
+        raise ApiError(
+            400, "invalid_request", f"format must be one of {', '.join(exports.FORMATS)}."
+        )
     if task.status != Status.SUCCEEDED:
         raise ApiError(404, "not_found", "The report is not ready: the task has not succeeded.")
     try:
-        report = storage.open_result(task.result_id)
+        report = (
+            storage.open_result(task.result_id)
+            if name == "md"
+            else io.BytesIO(exports.exported(task, name))
+        )
     except OSError:
         raise ApiError(
             503, "storage_unavailable", "The report store cannot be reached; try again shortly."
         ) from None
+    except exports.ConversionFailed as exc:
+        log.warning("task %s: converting its report to %s failed: %s", task.pk, name, exc.detail)
+        retry = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
+        raise ApiError(exc.status, "conversion_failed", exc.message, retry) from None
     return FileResponse(
         report,
         as_attachment=True,
-        filename=presentation.download_name(task),
-        content_type="text/markdown; charset=utf-8",
+        filename=presentation.download_name(task, fmt.extension),
+        content_type=fmt.content_type,
     )
 
 

@@ -275,12 +275,13 @@ def task_title(task: Task) -> str:
     return f"{names[0]} and {len(names) - 1} more"
 
 
-def download_name(task: Task) -> str:
-    """Return the report's file name: the first document's, as `<document>-report.md`."""
+def download_name(task: Task, extension: str = "md") -> str:
+    """Return the report's file name: the first document's, as `<document>-report.md`
+    (or the extension of another format)."""
     first = next(iter(task.documents.all()), None)
     stem = first.name.rsplit(".", 1)[0] if first is not None else ""
     stem = re.sub(r"[^\w.-]+", "-", stem).strip(".-")[:100]
-    return f"{stem or 'report'}-report.md"
+    return f"{stem or 'report'}-report.{extension}"
 
 
 def source_passage(task: Task, passage_id: str) -> SourcePassage | None:

@@ -58,7 +58,7 @@ def test_following_jumping_sticky_and_the_switch_to_the_report(open_page, long_s
     viewport = page.viewport_size
     assert box is not None and viewport is not None
     assert box["y"] + box["height"] > 0 and box["y"] < viewport["height"], (passage, box)
-    expect(page.locator("a[data-download]")).to_be_in_viewport()
+    expect(page.locator("a[data-download][data-format=md]")).to_be_in_viewport()
 
 
 def test_a_reader_who_followed_to_the_end_gets_the_report_from_its_title(
@@ -124,7 +124,9 @@ def test_files_the_server_would_refuse_are_refused_before_the_upload(
     assert uploads == []
 
 
-def test_the_partial_text_downloads_and_the_report_copies(open_page, fast_server, sample_file):
+def test_the_partial_text_downloads_and_the_report_copies_and_downloads_as_pdf(
+    open_page, fast_server, sample_file
+):
     page = open_page(fast_server)
     upload(page, sample_file, scenario="error")
     expect(page.locator("[data-task-status]")).to_have_attribute(
@@ -138,7 +140,7 @@ def test_the_partial_text_downloads_and_the_report_copies(open_page, fast_server
 
     page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     upload(page, sample_file)
-    expect(page.locator("a[data-download]")).to_have_attribute(
+    expect(page.locator("a[data-download][data-format=md]")).to_have_attribute(
         "download", "harbours-report.md", timeout=30_000
     )
     page.click("[data-action=copy]")
@@ -154,6 +156,11 @@ def test_the_partial_text_downloads_and_the_report_copies(open_page, fast_server
         page.click("a[data-download]")
     assert markdown == saved.value.path().read_text(encoding="utf-8")
     assert markdown.startswith("# ") and "\n## Sources\n" in markdown
+    # Its other formats beside it, the PDF one of them.
+    with page.expect_download() as as_pdf:
+        page.click("a[data-download][data-format=pdf]")
+    assert as_pdf.value.suggested_filename == "harbours-report.pdf"
+    assert as_pdf.value.path().read_bytes().startswith(b"%PDF-")
     # Only what stops work is red.
     red = "rgb(165, 42, 42)"
     assert page.locator("[data-action=copy]").evaluate("e => getComputedStyle(e).color") != red

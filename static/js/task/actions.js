@@ -97,7 +97,7 @@ export class Actions {
 
   /** Copy the saved report as its Markdown, sources included: the download's own text. */
   copyMarkdown() {
-    const link = this.root.querySelector("a[data-download]");
+    const link = this.root.querySelector('a[data-download][data-format="md"]');
     const saved = fetch(link.href, { credentials: "same-origin" }).then((answer) => {
       if (!answer.ok) {
         throw new Error(`HTTP ${answer.status}`);

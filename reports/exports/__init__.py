@@ -1,0 +1,98 @@
+"""The saved report in other formats: a standalone HTML page, PDF and Word (docs/api.md).
+
+Markdown is what is saved and validated; the other formats are made from it when first
+asked for and kept beside it in the report store, keyed by the report's sha256, so a
+second download converts nothing. The HTML page is the page's own rendering
+(reports.rendering) set in a page of its own, the PDF that page laid out, the Word document
+built from the Markdown's tokens. Each is made in a child process under CPU, memory and
+wall-clock limits (the parsers' sandbox), a few at a time, so a conversion neither holds
+the interpreter the event loop needs nor outlives its limit.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from dataclasses import dataclass
+
+from reports import storage
+from reports.exports import cache
+from reports.parsers import sandbox
+from reports.parsers.base import ParseError
+
+# A report is at most REPORTS_MAX_REPORT_KB (200 KB by default). Its PDF, the slowest,
+# took 8.5 s of CPU and 240 MB (docs/benchmarks.md, "Download formats"): these leave it
+# room on a busy machine, and the wall clock ends before the proxy's 60 s read timeout, so
+# the user reads why rather than a gateway error.
+LIMITS = sandbox.Limits(cpu_s=30, memory_mb=1024, wall_s=55)
+AT_ONCE = 2  # conversions running at once in a process; more wait for a free one
+WAIT_FOR_SLOT_S = 10.0
+RETRY_AFTER_S = 10
+_slots = threading.BoundedSemaphore(AT_ONCE)
+
+
+@dataclass(frozen=True)
+class Format:
+    extension: str
+    content_type: str
+    child: str | None  # the entry converting the Markdown in the sandbox's child
+
+
+FORMATS = {
+    "md": Format("md", "text/markdown; charset=utf-8", None),
+    "html": Format("html", "text/html; charset=utf-8", "reports.exports.html.in_child"),
+    "pdf": Format("pdf", "application/pdf", "reports.exports.pdf.in_child"),
+    "docx": Format(
+        "docx",
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "reports.exports.docx.in_child",
+    ),
+}
+
+
+class ConversionFailed(Exception):
+    """The report could not be converted: `status` and `message` are the answer's, `detail`
+    what went wrong, for the log."""
+
+    def __init__(
+        self, status: int, message: str, detail: str = "", retry_after_s: int | None = None
+    ):
+        super().__init__(message)
+        self.status, self.message, self.detail = status, message, detail or message
+        self.retry_after_s = retry_after_s
+
+
+def exported(task, name: str) -> bytes:
+    """Return the task's saved report in format `name` (not "md"), converting it once.
+
+    Raise OSError when the report store fails, ConversionFailed when the conversion does.
+    """
+    data = cache.read(task.result_sha256, name)
+    if data is None:
+        with storage.open_result(task.result_id) as saved:
+            markdown = saved.read().decode("utf-8")
+        data = convert(markdown, name)
+        cache.save(task.result_sha256, name, data)
+    return data
+
+
+def convert(markdown: str, name: str) -> bytes:
+    """Return `markdown` converted to format `name`; raise ConversionFailed."""
+    entry = FORMATS[name].child
+    assert entry is not None, "Markdown is served as it was saved"
+    if not _slots.acquire(timeout=WAIT_FOR_SLOT_S):
+        raise ConversionFailed(
+            503,
+            "Too many reports are being converted; try again shortly.",
+            retry_after_s=RETRY_AFTER_S,
+        )
+    try:
+        return base64.b64decode(sandbox.run(entry, markdown.encode("utf-8"), LIMITS))
+    except (ParseError, sandbox.Stopped) as exc:
+        raise ConversionFailed(
+            500,
+            f"The report could not be converted to {name}; its Markdown can still be downloaded.",
+            str(exc),
+        ) from None
+    finally:
+        _slots.release()

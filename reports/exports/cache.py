@@ -1,0 +1,32 @@
+"""Converted reports, kept in the report store next to the saved Markdown.
+
+Keyed by the Markdown's sha256 and the format: one file per report and format at most,
+each no bigger than its conversion of a report under the report cap. A reader sees a file
+whole or not at all (reports.storage).
+"""
+
+from __future__ import annotations
+
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
+
+
+def _name(sha256: str, fmt: str) -> str:
+    return f"exports/{sha256}.{fmt}"
+
+
+def read(sha256: str, fmt: str) -> bytes | None:
+    """Return the kept conversion, or None when there is none yet."""
+    store = storages["reports"]
+    try:
+        with store.open(_name(sha256, fmt), "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def save(sha256: str, fmt: str, data: bytes) -> None:
+    store = storages["reports"]
+    name = _name(sha256, fmt)
+    if not store.exists(name):
+        store.save(name, ContentFile(data))

@@ -1,0 +1,178 @@
+"""The report as a Word document, built from the Markdown's own token stream.
+
+Headings get Word's heading styles (Heading 1…6), lists its list styles (List Bullet,
+List Number, deeper levels as "List Bullet 2"…), tables real tables, and the entries of
+the Sources section a numbered list. Each numbered list starts at its own
+first number (python-docx's list styles would otherwise number every list as one).
+
+`in_child` runs in the sandbox's child process (reports.exports), which hands it the
+Markdown and reads back the document as base64 text.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+
+from docx import Document
+from docx.document import Document as WordDocument
+from docx.shared import Pt
+from docx.text.paragraph import Paragraph
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+_md = MarkdownIt("commonmark", {"html": False}).enable("table")
+MONOSPACE = "Courier New"
+DEEPEST_LIST_STYLE = 3  # Word's template has List Bullet/Number, … 2 and … 3
+
+
+def render(markdown: str) -> bytes:
+    """Return the .docx of a report's Markdown."""
+    writer = _Writer()
+    writer.write(_md.parse(markdown))
+    out = io.BytesIO()
+    writer.document.save(out)
+    return out.getvalue()
+
+
+def in_child(markdown: bytes) -> str:
+    """Return the .docx of the Markdown bytes, as base64 text (the sandbox's entry)."""
+    return base64.b64encode(render(markdown.decode("utf-8"))).decode("ascii")
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.document: WordDocument = Document()
+        self.lists: list[dict] = []  # open lists, outermost first: style and numbering
+        self.quoted = 0
+        self.in_sources = False
+        self._style_ids: dict[str, str] = {}
+
+    def write(self, tokens: list[Token]) -> None:
+        index = 0
+        while index < len(tokens):
+            token = tokens[index]
+            kind = token.type
+            if kind == "heading_open":
+                index = self._heading(tokens, index)
+                continue
+            if kind == "paragraph_open":
+                self._paragraph(tokens[index + 1])
+                index += 3
+                continue
+            if kind == "table_open":
+                index = self._table(tokens, index)
+                continue
+            if kind in {"bullet_list_open", "ordered_list_open"}:
+                # The Sources section's entries are numbered, however the Markdown lists them.
+                ordered = kind == "ordered_list_open" or (self.in_sources and not self.lists)
+                start = int(token.attrGet("start") or 1) if ordered else None
+                self.lists.append({"ordered": ordered, "start": start, "numbering": None})
+            elif kind in {"bullet_list_close", "ordered_list_close"}:
+                self.lists.pop()
+            elif kind == "blockquote_open":
+                self.quoted += 1
+            elif kind == "blockquote_close":
+                self.quoted -= 1
+            elif kind in {"fence", "code_block"}:
+                paragraph = self._add_paragraph(self._style())
+                self._run(paragraph, token.content.rstrip("\n"), code=True)
+            index += 1
+
+    def _heading(self, tokens: list[Token], index: int) -> int:
+        level = int(tokens[index].tag[1:])
+        inline = tokens[index + 1]
+        self._inline(self._add_paragraph(f"Heading {level}"), inline)
+        if level <= 2:
+            self.in_sources = level == 2 and inline.content.strip().casefold() == "sources"
+        return index + 3
+
+    def _style(self) -> str | None:
+        if self.lists:
+            kind = "List Number" if self.lists[-1]["ordered"] else "List Bullet"
+            depth = min(len(self.lists), DEEPEST_LIST_STYLE)
+            return kind if depth == 1 else f"{kind} {depth}"
+        return "Quote" if self.quoted else None
+
+    def _paragraph(self, inline: Token) -> None:
+        style = self._style()
+        paragraph = self._add_paragraph(style)
+        if self.lists and self.lists[-1]["ordered"]:
+            current = self.lists[-1]
+            if current["numbering"] is None:
+                current["numbering"] = self._new_numbering(style, current["start"])
+            self._number(paragraph, current["numbering"])
+        self._inline(paragraph, inline)
+
+    def _add_paragraph(self, style: str | None) -> Paragraph:
+        paragraph = self.document.add_paragraph()
+        if style is not None:
+            # By id: python-docx looks a style's name up among all the styles each time.
+            if style not in self._style_ids:
+                self._style_ids[style] = self.document.styles[style].style_id
+            paragraph._p.style = self._style_ids[style]
+        return paragraph
+
+    def _new_numbering(self, style: str, start: int) -> int:
+        """Return a numbering of `style`'s kind that starts again at `start`."""
+        numbering = self.document.part.numbering_part.element
+        style_numbering = self.document.styles[style].element.pPr.numPr.numId.val
+        abstract = numbering.num_having_numId(style_numbering).abstractNumId.val
+        num = numbering.add_num(abstract)
+        num.add_lvlOverride(ilvl=0).add_startOverride(start)
+        return num.numId
+
+    @staticmethod
+    def _number(paragraph: Paragraph, numbering: int) -> None:
+        paragraph._p.get_or_add_pPr().get_or_add_numPr().get_or_add_numId().val = numbering
+
+    def _table(self, tokens: list[Token], index: int) -> int:
+        rows: list[list[tuple[Token, bool]]] = []
+        while tokens[index].type != "table_close":
+            token = tokens[index]
+            if token.type == "tr_open":
+                rows.append([])
+            elif token.type in {"th_open", "td_open"}:
+                rows[-1].append((tokens[index + 1], token.type == "th_open"))
+            index += 1
+        columns = max((len(row) for row in rows), default=0)
+        if columns:
+            table = self.document.add_table(rows=len(rows), cols=columns, style="Table Grid")
+            for cells, row in zip(rows, table.rows, strict=True):
+                for (inline, header), cell in zip(cells, row.cells, strict=False):
+                    self._inline(cell.paragraphs[0], inline, bold=header)
+        return index + 1
+
+    def _inline(self, paragraph: Paragraph, inline: Token, *, bold: bool = False) -> None:
+        strong, emphasis = int(bold), 0
+        for child in inline.children or []:
+            kind = child.type
+            if kind == "strong_open":
+                strong += 1
+            elif kind == "strong_close":
+                strong -= 1
+            elif kind == "em_open":
+                emphasis += 1
+            elif kind == "em_close":
+                emphasis -= 1
+            elif kind == "text":
+                self._run(paragraph, child.content, bold=strong > 0, italic=emphasis > 0)
+            elif kind == "code_inline":
+                self._run(paragraph, child.content, code=True)
+            elif kind == "softbreak":
+                self._run(paragraph, " ")
+            elif kind == "hardbreak":
+                paragraph.add_run().add_break()
+            elif kind == "image":
+                self._run(paragraph, child.content, italic=True)
+
+    @staticmethod
+    def _run(paragraph: Paragraph, text: str, *, bold=False, italic=False, code=False) -> None:
+        run = paragraph.add_run(text)
+        if bold:
+            run.bold = True
+        if italic:
+            run.italic = True
+        if code:
+            run.font.name = MONOSPACE
+            run.font.size = Pt(9.5)

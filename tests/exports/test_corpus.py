@@ -1,0 +1,123 @@
+"""The PDF and Word document of every corpus report open and hold its headings.
+
+The reports are the simulated model's, of each corpus document (tests/fixtures/corpus),
+and one written by hand with what those lack: nested and numbered lists, a table, code.
+Converted in this process, as the sandbox's child would.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import re
+from pathlib import Path
+
+import docx
+import pypdfium2
+import pytest
+from markdown_it import MarkdownIt
+
+from reports.exports import docx as word
+from reports.exports import html, pdf
+from reports.parsers import parser_for
+from reports.providers.base import SourceDocument
+from reports.providers.report_writer import write_report
+
+CORPUS = Path(__file__).parent.parent / "fixtures" / "corpus"
+NAMES = sorted(json.loads((CORPUS / "facts.json").read_text()))
+WRITTEN = """# Harbour survey
+
+## Summary
+
+Three harbours were surveyed [S1].
+
+## Findings
+
+1. Tides
+   - spring tides reach **4 m**
+   - neap tides `1.2 m`
+2. Currents
+
+| Harbour | Depth (m) |
+|:--|--:|
+| Northgate | 12 |
+| Southwick | 9 |
+
+```
+depth = 12
+```
+
+## Sources
+
+- S1 — survey.pdf, page 2
+"""
+_md = MarkdownIt("commonmark").enable("table")
+
+
+@functools.cache
+def reports() -> dict[str, str]:
+    made = {"written by hand": WRITTEN}
+    for name in NAMES:
+        text = parser_for(name).extract((CORPUS / name).read_bytes())
+        made[name] = write_report([SourceDocument(name, text)], "")
+    return made
+
+
+def headings(markdown: str) -> list[tuple[int, str]]:
+    """Return each heading's level and text as a reader sees it."""
+    tokens = _md.parse(markdown)
+    return [
+        (int(token.tag[1:]), "".join(c.content for c in tokens[i + 1].children or []))
+        for i, token in enumerate(tokens)
+        if token.type == "heading_open"
+    ]
+
+
+def words(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@pytest.mark.parametrize("name", ["written by hand", *NAMES])
+def test_the_pdf_opens_and_holds_every_heading(name):
+    report = reports()[name]
+    document = pypdfium2.PdfDocument(pdf.render(html.standalone(report)))
+    text = words(" ".join(page.get_textpage().get_text_range() for page in document))
+
+    for _level, heading in headings(report):
+        assert words(heading) in text
+    assert f"Page 1 of {len(document)}" in text
+
+
+@pytest.mark.parametrize("name", ["written by hand", *NAMES])
+def test_the_word_document_opens_and_holds_every_heading_in_its_style(name):
+    report = reports()[name]
+    document = docx.Document(io.BytesIO(word.render(report)))
+    styled = [(p.style.name, words(p.text)) for p in document.paragraphs]
+
+    for level, heading in headings(report):
+        assert (f"Heading {level}", words(heading)) in styled
+
+
+def test_lists_tables_and_code_survive_in_the_word_document():
+    document = docx.Document(io.BytesIO(word.render(WRITTEN)))
+    styled = [(p.style.name, p.text) for p in document.paragraphs]
+
+    assert ("List Number", "Tides") in styled and ("List Number", "Currents") in styled
+    assert ("List Bullet 2", "spring tides reach 4 m") in styled
+    assert ("List Number", "S1 — survey.pdf, page 2") in styled
+    [table] = document.tables
+    assert [[cell.text for cell in row.cells] for row in table.rows] == [
+        ["Harbour", "Depth (m)"],
+        ["Northgate", "12"],
+        ["Southwick", "9"],
+    ]
+    assert table.rows[0].cells[0].paragraphs[0].runs[0].bold
+
+
+def test_lists_and_tables_survive_in_the_pdf():
+    document = pypdfium2.PdfDocument(pdf.render(html.standalone(WRITTEN)))
+    text = words(document[0].get_textpage().get_text_range())
+
+    for shown in ("spring tides reach 4 m", "Northgate 12", "Southwick 9", "depth = 12"):
+        assert shown in text

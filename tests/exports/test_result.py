@@ -1,0 +1,124 @@
+"""The saved report downloaded in each format: GET /api/tasks/<id>/result?format=…"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import pytest
+
+from reports import exports
+from reports.models import Status
+from reports.parsers import sandbox
+from tests.helpers import run_all, submit, task_of
+
+pytestmark = pytest.mark.django_db
+
+WORD = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+
+
+@pytest.fixture
+def task(alice_client, worker):
+    task = task_of(submit(alice_client))
+    run_all(worker)
+    task.refresh_from_db()
+    assert task.status == Status.SUCCEEDED
+    return task
+
+
+def download(client, task, fmt: str):
+    return client.get(f"/api/tasks/{task.pk}/result?format={fmt}")
+
+
+def content(response) -> bytes:
+    return b"".join(response.streaming_content)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "content_type", "opening"),
+    [
+        ("html", "text/html; charset=utf-8", b"<!DOCTYPE html>"),
+        ("pdf", "application/pdf", b"%PDF-"),
+        ("docx", WORD, b"PK"),
+    ],
+)
+def test_each_format_downloads_as_an_attachment_named_after_the_document(
+    alice_client, task, fmt, content_type, opening
+):
+    response = download(alice_client, task, fmt)
+
+    assert response.status_code == 200
+    assert response["Content-Type"] == content_type
+    assert response["Content-Disposition"] == f'attachment; filename="article-report.{fmt}"'
+    assert content(response).startswith(opening)
+
+
+def test_the_html_page_stands_alone_with_its_citations_and_sources(alice_client, task):
+    page = content(download(alice_client, task, "html")).decode()
+
+    assert "<style>" in page and "<script" not in page.lower()
+    assert "<h2>Sources</h2>" in page
+    # A citation leads to its entry in the Sources section, inside the file.
+    assert 'data-citation="S1"' in page and 'href="#source-S1"' in page
+    assert '<li id="source-S1">' in page
+    assert 'href="sources/' not in page
+
+
+def test_another_format_is_refused(alice_client, task):
+    response = download(alice_client, task, "exe")
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+
+
+def test_another_users_task_is_not_found_in_any_format(bob_client, task):
+    response = download(bob_client, task, "pdf")
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
+
+
+def test_a_failed_conversion_answers_json_and_the_markdown_still_downloads(
+    alice_client, task, monkeypatch, caplog
+):
+    monkeypatch.setattr(exports, "LIMITS", sandbox.Limits(cpu_s=30, memory_mb=1024, wall_s=0.01))
+
+    with caplog.at_level(logging.WARNING, logger="reports.api"):
+        failed = download(alice_client, task, "pdf")
+
+    assert failed.status_code == 500
+    assert failed.json()["error"]["code"] == "conversion_failed"
+    assert str(task.pk) in caplog.text
+    assert download(alice_client, task, "md").status_code == 200
+
+
+def test_a_second_download_is_served_from_the_kept_conversion(alice_client, task, monkeypatch):
+    first = content(download(alice_client, task, "docx"))
+
+    def no_conversion(*args):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(sandbox, "run", no_conversion)
+    again = download(alice_client, task, "docx")
+
+    assert again.status_code == 200 and content(again) == first
+
+
+def test_conversions_past_the_few_at_once_answer_503_with_retry_after(
+    alice_client, task, monkeypatch
+):
+    monkeypatch.setattr(exports, "_slots", threading.BoundedSemaphore(1))
+    monkeypatch.setattr(exports, "WAIT_FOR_SLOT_S", 0)
+    exports._slots.acquire()  # another conversion is running
+
+    busy = download(alice_client, task, "pdf")
+
+    assert busy.status_code == 503 and busy["Retry-After"] == str(exports.RETRY_AFTER_S)
+    assert busy.json()["error"]["code"] == "conversion_failed"
+
+
+def test_the_task_page_offers_every_format(alice_client, task):
+    page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+
+    for fmt in ("md", "html", "pdf", "docx"):
+        assert f'data-download data-format="{fmt}"' in page
