@@ -14,9 +14,10 @@ Amounts are integer micro-dollars (millionths of a US dollar). A task's life in 
 * end: the reservation is returned and the actual cost of the task's attempts charged
   (`settled`): at the usage the provider reported or, when it answered and reported none
   (a cancel, a dropped stream, a server that never sends usage), at an estimate from the
-  prompt sent and the text received (reports/worker/attempt_end.py); nothing billed at
-  all returns it whole (`released`); an attempt whose outcome is unknown (no answer, a
-  lost worker) keeps the reservation held until an admin settles it
+  prompt sent and the text received (reports/worker/attempt_end.py; a worker lost
+  while its text streamed likewise, reports/worker/leases.py); nothing billed at all
+  returns it whole (`released`); an attempt whose outcome is unknown (no answer, a
+  worker lost before any text) keeps the reservation held until an admin settles it
   (`pending_reconciliation`).
 
 One reservation covers the whole task, retries included: an attempt the provider
