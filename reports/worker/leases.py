@@ -174,8 +174,9 @@ def reap_expired_leases() -> list[Event]:
     server or worker picks its tasks up without waiting `REPORTS_LEASE_S`.
 
     The dead attempt keeps the text it streamed and is marked interrupted; it is charged
-    an estimate when text came back, else its usage is unknown (`_lost_usage`). Each reap is conditional on the epoch it saw, so a worker that
-    renewed in time keeps its task.
+    an estimate when text came back, else its usage is unknown (`_lost_usage`). Each
+    reap is conditional on the epoch it saw, so a worker that renewed in time keeps its
+    task.
     """
     fields = ("id", "status", "epoch", "attempt_count", "worker_id")
     events: list[Event] = []
