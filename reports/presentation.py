@@ -34,6 +34,8 @@ from reports.models import (
     TaskEvent,
 )
 from reports.providers import concurrency
+from reports.providers.base import CHARS_PER_TOKEN
+from reports.worker import plan as planning
 
 # A passage id as a citation names it; nine digits at most stay inside the column's range.
 PASSAGE_ID = re.compile(r"S([1-9]\d{0,8})")
@@ -339,6 +341,32 @@ def source_passage(task: Task, passage_id: str) -> SourcePassage | None:
     return task.passages.filter(number=int(match[1])).first()
 
 
+def plan_sizes() -> dict[str, int]:
+    """Return what the upload form estimates a plan of calls from (`plan.sizes`), counted
+    at CHARS_PER_TOKEN: the provider's own count is learned only once a task runs."""
+    return planning.sizes(
+        planning.Counting(
+            context_tokens=settings.REPORTS_CONTEXT_TOKENS,
+            max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
+            chars_per_token=CHARS_PER_TOKEN,
+            max_calls=settings.REPORTS_MAX_PARTS,
+        )
+    )
+
+
+def plan_notice(task: Task) -> str:
+    """Return the notice above the report of a task read in parts; "" for one call."""
+    parts = (task.plan or {}).get("parts") or 0
+    if not parts:
+        return ""
+    calls = (task.plan or {}).get("calls") or parts + 1
+    return (
+        f"Read in {parts} part{'s' if parts != 1 else ''}: the documents were longer than "
+        f"one call of the model reads, so it wrote notes on each part and then the report "
+        f"from the notes ({calls} calls in all). Every passage was read."
+    )
+
+
 def page_context(task: Task) -> dict[str, Any]:
     """Return the task page's template context: the snapshot, status and outcome."""
     state = task_state(task)
@@ -368,6 +396,7 @@ def outcome_context(task: Task, state: TaskState) -> dict[str, Any]:
         "report_html": task.report_html if succeeded else "",
         "late_cancel": succeeded and task.cancel_requested_at is not None,
         "cost": cost_words(task),  # settled in the same transaction as the end
+        "plan_notice": plan_notice(task),
     }
 
 
