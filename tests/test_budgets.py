@@ -289,8 +289,14 @@ def lose_worker(task: Task, *, prompt_chars: int | None, text: str = "") -> None
     reap_expired_leases()
 
 
+@pytest.fixture
+def remote_provider(monkeypatch):
+    """The provider runs outside the worker: a lost worker's call may have gone on."""
+    monkeypatch.setattr(SimulatedProvider, "in_process", False)
+
+
 def test_a_lost_worker_whose_call_got_no_byte_back_leaves_the_cost_unknown(
-    make_task, alice, settings
+    make_task, alice, settings, remote_provider
 ):
     settings.REPORTS_MAX_ATTEMPTS = 1
     task = make_task()
@@ -329,6 +335,18 @@ def test_a_lost_attempt_that_streamed_text_then_rerun_to_success_holds_nothing(
         Attempt.objects.filter(task=task).values_list("cost_micros", flat=True)
     )
     assert_nothing_held(alice)
+
+
+def test_a_lost_call_of_the_simulated_provider_died_with_its_worker_and_is_settled(
+    make_task, alice, settings
+):
+    settings.REPORTS_MAX_ATTEMPTS = 1
+    task = make_task()
+    lose_worker(task, prompt_chars=4_000)  # the demo's server restarted before any text
+    task = refreshed(task)
+    usage = estimated_usage(4_000, "")
+    cost = budgets.usage_cost("extractive", usage.input_tokens, usage.output_tokens, None)
+    assert (task.cost_status, task.cost_micros) == ("settled", cost)
 
 
 def test_a_lost_attempt_that_sent_nothing_rerun_to_success_still_waits_for_its_cost(

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Coalesce, Now
 
-from reports import budgets, events, lifecycle
+from reports import budgets, events, lifecycle, providers
 from reports.clock import Clock
 from reports.models import (
     CLAIM_ORDER,
@@ -270,11 +270,12 @@ def _lost_usage(task: Task, sent_chars: int | None, text: str) -> dict:
 
     When text came back, the prompt sent and the text received are both known: the call
     is charged the estimate a dropped stream gets (`usage_source` "estimate"), with the
-    notes calls the attempt finished before it, and an admin may correct it. A call sent
+    notes calls the attempt finished before it, and an admin may correct it; so is a call
+    of a provider inside the worker (the simulated one), which died with it. A call sent
     with no byte back (or a lost worker that never said what it sent) is truly unknown:
     its cost waits for an admin.
     """
-    if sent_chars is None or not text:
+    if sent_chars is None or not (text or providers.provider_class().in_process):
         return {"usage_source": "missing"}
     usage = estimated_usage(sent_chars, text)
     cost = budgets.attempt_cost_of(task.pk, usage, billed_nothing=False)
