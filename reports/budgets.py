@@ -14,9 +14,10 @@ Amounts are integer micro-dollars (millionths of a US dollar). A task's life in 
 * end: the reservation is returned and the actual cost of the task's attempts charged
   (`settled`): at the usage the provider reported or, when it answered and reported none
   (a cancel, a dropped stream, a server that never sends usage), at an estimate from the
-  prompt sent and the text received (reports/worker/attempt_end.py); nothing billed at
-  all returns it whole (`released`); an attempt whose outcome is unknown (no answer, a
-  lost worker) keeps the reservation held until an admin settles it
+  prompt sent and the text received (reports/worker/attempt_end.py; a worker lost
+  while its text streamed likewise, reports/worker/leases.py); nothing billed at all
+  returns it whole (`released`); an attempt whose outcome is unknown (no answer, a
+  worker lost before any text) keeps the reservation held until an admin settles it
   (`pending_reconciliation`).
 
 One reservation covers the whole task, retries included: an attempt the provider
@@ -35,7 +36,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 from django.db.models import BigIntegerField, F, Value
-from django.db.models.functions import Least
+from django.db.models.functions import Greatest, Least
 
 from reports.models import Attempt, Budget, CostStatus, Task
 from reports.providers.base import GenerationRequest
@@ -278,6 +279,64 @@ def settle_pending(task_id, unknown_cost: int) -> str | None:
         return None
     known = sum(cost for cost in _attempt_costs(task_id) if cost is not None)
     return _settle(task, CostStatus.PENDING_RECONCILIATION, known + unknown_cost)
+
+
+def estimated_attempt(task_id) -> Attempt | None:
+    """Return the latest attempt of a settled task that was charged at an estimate (a
+    dropped stream, a cancel, a lost worker): one an admin may correct."""
+    return (
+        Attempt.objects.filter(
+            task_id=task_id, usage_source="estimate", task__cost_status=CostStatus.SETTLED
+        )
+        .order_by("-number")
+        .first()
+    )
+
+
+def correct_estimate(task_id, input_tokens: int, output_tokens: int, cached_tokens) -> int | None:
+    """Charge an estimated attempt of a settled task at the usage the provider's records
+    give instead; return the task's new cost, or None when it has no estimate to correct.
+
+    The attempt's usage becomes the provider's; what its cost held beyond its tokens (the
+    notes calls of a plan its worker finished before it was lost) stays. The difference
+    is charged to, or given back to, the owner's budget, never below nothing spent nor
+    above its limit.
+    """
+    with transaction.atomic():
+        task = (
+            Task.objects.select_for_update()
+            .filter(pk=task_id, cost_status=CostStatus.SETTLED)
+            .only("id", "owner_id", "model", "cost_micros")
+            .first()
+        )
+        attempt = estimated_attempt(task_id) if task is not None else None
+        if attempt is None:
+            return None
+        recorded = usage_cost(
+            task.model,
+            attempt.input_tokens or 0,
+            attempt.output_tokens or 0,
+            attempt.cached_tokens,
+        )
+        rest = max(0, (attempt.cost_micros or 0) - recorded)
+        cost = rest + usage_cost(task.model, input_tokens, output_tokens, cached_tokens)
+        delta = cost - (attempt.cost_micros or 0)
+        Attempt.objects.filter(pk=attempt.pk).update(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=cached_tokens,
+            usage_source="provider",
+            cost_micros=cost,
+        )
+        new_cost = max(0, (task.cost_micros or 0) + delta)
+        Task.objects.filter(pk=task.pk).update(cost_micros=new_cost)
+        room = F("limit_micros") - F("reserved_micros")
+        Budget.objects.filter(user_id=task.owner_id).update(
+            spent_micros=Greatest(
+                Value(0), Least(F("spent_micros") + delta, room), output_field=BigIntegerField()
+            )
+        )
+    return new_cost
 
 
 def unknown_cost_at_reservation(task_id) -> int:

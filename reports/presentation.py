@@ -34,6 +34,8 @@ from reports.models import (
     TaskEvent,
 )
 from reports.providers import concurrency
+from reports.providers.base import CHARS_PER_TOKEN
+from reports.worker import plan as planning
 
 # A passage id as a citation names it; nine digits at most stay inside the column's range.
 PASSAGE_ID = re.compile(r"S([1-9]\d{0,8})")
@@ -73,15 +75,55 @@ def estimated_wait_s(lane: str, position: int) -> float | None:
     return statistics.median(durations) * position / slots
 
 
-def attempt_elapsed_ms(task_id, number: int) -> int | None:
-    """Milliseconds since the attempt started, on the database's clock."""
+def submitted_elapsed_ms(task_id) -> int:
+    """Milliseconds since the task was submitted, on the database's clock: a new attempt
+    (a retry, a restart) does not start the count again."""
     elapsed = (
-        Attempt.objects.filter(task_id=task_id, number=number)
-        .annotate(elapsed=ExpressionWrapper(Now() - F("started_at"), output_field=DurationField()))
+        Task.objects.filter(pk=task_id)
+        .annotate(elapsed=ExpressionWrapper(Now() - F("created_at"), output_field=DurationField()))
         .values_list("elapsed", flat=True)
         .first()
     )
-    return None if elapsed is None else max(0, int(elapsed.total_seconds() * 1000))
+    return _ms(elapsed)
+
+
+def _ms(elapsed) -> int:
+    return 0 if elapsed is None else max(0, int(elapsed.total_seconds() * 1000))
+
+
+def restarted_words(task_id, attempt: int) -> str:
+    """Say plainly that attempt `attempt` starts from nothing because the one before it was
+    cut off by a lost server or worker; "" when it was not."""
+    lost = Attempt.objects.filter(
+        task_id=task_id, number=attempt - 1, error_type=ErrorType.WORKER_LOST
+    ).exists()
+    return wording.restarted(embedded=settings.REPORTS_EMBEDDED_WORKER) if lost else ""
+
+
+def running_times(task_id, attempt: int) -> tuple[int, Any]:
+    """Return the milliseconds since the task was submitted (`submitted_elapsed_ms`) and
+    when the running attempt started, in one query."""
+    row = (
+        Attempt.objects.filter(task_id=task_id, number=attempt)
+        .annotate(
+            elapsed=ExpressionWrapper(Now() - F("task__created_at"), output_field=DurationField())
+        )
+        .values_list("elapsed", "started_at")
+        .first()
+    )
+    if row is None:
+        return submitted_elapsed_ms(task_id), None
+    return _ms(row[0]), row[1]
+
+
+def waiting_context(started_at) -> dict[str, Any]:
+    """What the status line says while the attempt waits for its first text: since when,
+    and when it gives up (no answer, or an answer and no text)."""
+    return {
+        "since": started_at,
+        "response_s": settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S,
+        "stall_s": settings.REPORTS_STALL_TIMEOUT_S,
+    }
 
 
 def duration_words(seconds: float) -> str:
@@ -109,13 +151,19 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         "stage": "",
         "progress": None,
         "reading": None,
+        "waiting": None,
     }
     if value == Status.QUEUED:
         context["detail"] = _queued_detail(task, state)
+        if attempt:  # going again: the time since submit goes on counting
+            context["elapsed_ms"] = submitted_elapsed_ms(task.pk)
     elif value == Status.RUNNING:
-        context["detail"] = "trying again" if attempt > 1 else ""
+        if attempt > 1:
+            context["detail"] = restarted_words(task.pk, attempt) or "trying again"
         context["stage"] = "writing" if has_text else "waiting"
-        context["elapsed_ms"] = attempt_elapsed_ms(task.pk, attempt)
+        context["elapsed_ms"], started_at = running_times(task.pk, attempt)
+        if not has_text:
+            context["waiting"] = waiting_context(started_at)
         if state.progress is not None and not has_text:
             context["stage"] = "reading"  # a plan of calls reads its parts first
             context["progress"] = state.progress
@@ -168,7 +216,9 @@ def _queued_detail(task: Task, state: TaskState) -> str:
     elif state.retried_for_error:
         why = "trying again after a provider error"
     else:
-        why = "starting again: the last try was interrupted"
+        why = restarted_words(task.pk, state.status_attempt + 1) or (
+            "starting again: the last try was interrupted"
+        )
     return f"{why}; {line}"
 
 
@@ -303,6 +353,32 @@ def passage_neighbours(task: Task, passage: SourcePassage) -> tuple[str | None, 
     return (f"S{before}" if before in numbers else None, f"S{after}" if after in numbers else None)
 
 
+def plan_sizes() -> dict[str, int]:
+    """Return what the upload form estimates a plan of calls from (`plan.sizes`), counted
+    at CHARS_PER_TOKEN: the provider's own count is learned only once a task runs."""
+    return planning.sizes(
+        planning.Counting(
+            context_tokens=settings.REPORTS_CONTEXT_TOKENS,
+            max_output_tokens=settings.REPORTS_MAX_OUTPUT_TOKENS,
+            chars_per_token=CHARS_PER_TOKEN,
+            max_calls=settings.REPORTS_MAX_PARTS,
+        )
+    )
+
+
+def plan_notice(task: Task) -> str:
+    """Return the notice above the report of a task read in parts; "" for one call."""
+    parts = (task.plan or {}).get("parts") or 0
+    if not parts:
+        return ""
+    calls = (task.plan or {}).get("calls") or parts + 1
+    return (
+        f"Read in {parts} part{'s' if parts != 1 else ''}: the documents were longer than "
+        f"one call of the model reads, so it wrote notes on each part and then the report "
+        f"from the notes ({calls} calls in all). Every passage was read."
+    )
+
+
 def page_context(task: Task) -> dict[str, Any]:
     """Return the task page's template context: the snapshot, status and outcome."""
     state = task_state(task)
@@ -332,6 +408,7 @@ def outcome_context(task: Task, state: TaskState) -> dict[str, Any]:
         "report_html": task.report_html if succeeded else "",
         "late_cancel": succeeded and task.cancel_requested_at is not None,
         "cost": cost_words(task),  # settled in the same transaction as the end
+        "plan_notice": plan_notice(task),
     }
 
 

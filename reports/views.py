@@ -42,6 +42,7 @@ def home(request: HttpRequest) -> HttpResponse:
             accept=",".join(SUPPORTED_EXTENSIONS),
             max_instructions=settings.REPORTS_MAX_INSTRUCTIONS_CHARS,
             budget=presentation.budget_context(budgets.budget_of(request.user)),
+            plan_sizes=presentation.plan_sizes(),
         )
         response = render(request, "reports/home.html", context)
     patch_vary_headers(response, ["HX-Request"])

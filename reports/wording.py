@@ -108,6 +108,13 @@ def provider_unavailable(next_try_at: datetime | None) -> str:
     return f"The provider is unavailable; next try at {localtime(next_try_at):%H:%M:%S}"
 
 
+def restarted(*, embedded: bool) -> str:
+    """A one-call report whose server (or worker) stopped mid-way is written again from
+    nothing: the page says so, not only that it is "trying again"."""
+    who = "the server restarted" if embedded else "the worker writing it stopped"
+    return f"{who}; the report is being written again from the start"
+
+
 def ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"

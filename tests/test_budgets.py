@@ -7,17 +7,18 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from reports import budgets
+from reports import budgets, events
 from reports.clock import Clock
 from reports.models import Attempt, Budget, Document, Status, Task
 from reports.providers.base import Completed, ProviderError, Retry, TextDelta, Usage
-from reports.providers.prompts import PROMPT_VERSION
+from reports.providers.prompts import PROMPT_VERSION, estimated_usage
 from reports.providers.simulated import SimulatedProvider
 from reports.reconciliation import resolve_reconciliation
-from reports.worker.leases import claim_next_task, reap_expired_leases
+from reports.worker.leases import claim_next_task, mark_sent, reap_expired_leases
 from reports.worker.supervisor import Supervisor
 from tests.helpers import (
     SAMPLE,
+    expire_lease,
     run_all,
     stored_files,
     submit,
@@ -276,26 +277,83 @@ def test_requeue_keeps_the_reservation_and_the_unknown_attempt_stays_open(
     assert (budget(alice).spent_micros, budget(alice).reserved_micros) == (held, 0)
 
 
-def test_a_lost_worker_leaves_the_cost_unknown(make_task, alice, settings):
+def lose_worker(task: Task, *, prompt_chars: int | None, text: str = "") -> None:
+    """Claim the task, send a prompt of `prompt_chars` (None: none sent), stream `text`,
+    and lose the worker: its lease expires and the reaper takes the task."""
+    claim = claim_next_task("dead-worker")
+    if prompt_chars is not None:
+        assert mark_sent(claim.task_id, claim.attempt_id, claim.epoch, prompt_chars)
+    if text:
+        Task.objects.append_event(claim.task_id, claim.epoch, events.delta(text))
+    expire_lease(task)
+    reap_expired_leases()
+
+
+@pytest.fixture
+def remote_provider(monkeypatch):
+    """The provider runs outside the worker: a lost worker's call may have gone on."""
+    monkeypatch.setattr(SimulatedProvider, "in_process", False)
+
+
+def test_a_lost_worker_whose_call_got_no_byte_back_leaves_the_cost_unknown(
+    make_task, alice, settings, remote_provider
+):
     settings.REPORTS_MAX_ATTEMPTS = 1
     task = make_task()
-    claim_next_task("w")
-    Task.objects.filter(pk=task.pk).update(lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
-    reap_expired_leases()
+    lose_worker(task, prompt_chars=4_000)
     task = refreshed(task)
     assert (task.status, task.error_type) == ("failed", "worker_lost")
     assert task.cost_status == "pending_reconciliation"
     assert_nothing_held(alice)
 
 
-def test_a_lost_attempt_rerun_to_success_still_waits_for_its_unknown_cost(
+def test_a_lost_worker_that_streamed_text_is_settled_at_the_estimate(make_task, alice, settings):
+    settings.REPORTS_MAX_ATTEMPTS = 1
+    task = make_task()
+    lose_worker(task, prompt_chars=4_000, text="x" * 400)
+    task = refreshed(task)
+    assert (task.status, task.error_type) == ("failed", "worker_lost")
+    # 4,000 prompt characters and 400 received, at the estimate's characters a token.
+    usage = estimated_usage(4_000, "x" * 400)
+    cost = budgets.usage_cost("extractive", usage.input_tokens, usage.output_tokens, None)
+    assert (task.cost_status, task.cost_micros) == ("settled", cost)
+    attempt = Attempt.objects.get(task=task)
+    assert (attempt.usage_source, attempt.cost_micros) == ("estimate", cost)
+    assert (budget(alice).spent_micros, budget(alice).reserved_micros) == (cost, 0)
+
+
+def test_a_lost_attempt_that_streamed_text_then_rerun_to_success_holds_nothing(
     make_task, alice, scripted_worker
 ):
     task = make_task()
-    claim_next_task("dead-worker")
-    Task.objects.filter(pk=task.pk).update(lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
-    reap_expired_leases()
+    lose_worker(task, prompt_chars=4_000, text="Some text")
     assert refreshed(task).cost_status == "reserved"
+    run_all(scripted_worker(whole_report))
+    task = refreshed(task)
+    assert (task.status, task.cost_status) == ("succeeded", "settled")
+    assert task.cost_micros == sum(
+        Attempt.objects.filter(task=task).values_list("cost_micros", flat=True)
+    )
+    assert_nothing_held(alice)
+
+
+def test_a_lost_call_of_the_simulated_provider_died_with_its_worker_and_is_settled(
+    make_task, alice, settings
+):
+    settings.REPORTS_MAX_ATTEMPTS = 1
+    task = make_task()
+    lose_worker(task, prompt_chars=4_000)  # the demo's server restarted before any text
+    task = refreshed(task)
+    usage = estimated_usage(4_000, "")
+    cost = budgets.usage_cost("extractive", usage.input_tokens, usage.output_tokens, None)
+    assert (task.cost_status, task.cost_micros) == ("settled", cost)
+
+
+def test_a_lost_attempt_that_sent_nothing_rerun_to_success_still_waits_for_its_cost(
+    make_task, alice, scripted_worker
+):
+    task = make_task()
+    lose_worker(task, prompt_chars=None)
     run_all(scripted_worker(whole_report))
     task = refreshed(task)
     assert (task.status, task.cost_status) == ("succeeded", "pending_reconciliation")

@@ -1,11 +1,13 @@
 """The demo as a visitor meets it: its users survive a restart signed in, and errors are
 the product's own pages, never Django's debug page."""
 
+import io
 import uuid
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.core.management.commands import migrate
 from django.test import Client
 
 from reports import presentation
@@ -35,6 +37,22 @@ def test_a_demo_password_that_no_longer_works_is_reset():
     assert Client().login(username="bob", password="bob-demo-pass")
     alice = get_user_model().objects.get(username="alice")
     assert (alice.is_staff, bob.is_staff) == (True, False)
+
+
+def test_a_second_demo_start_skips_the_setup_already_done(monkeypatch):
+    call_command("demo_setup")  # the first start: the users are made
+    assert Client().login(username="alice", password="alice-demo-pass")
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("a restart redid a setup step")
+
+    # A restart neither migrates an up-to-date database nor hashes a password again.
+    monkeypatch.setattr(migrate.Command, "handle", not_again)
+    monkeypatch.setattr(get_user_model(), "set_password", not_again)
+    monkeypatch.setattr(get_user_model(), "check_password", not_again)
+    out = io.StringIO()
+    call_command("demo_setup", stdout=out)
+    assert "migrations: up to date" in out.getvalue()
 
 
 @pytest.fixture

@@ -15,3 +15,25 @@ def test_a_planned_task_is_marked_with_its_parts(alice_client, make_task):
     single.save(update_fields=["plan"])
     page = alice_client.get("/").content.decode()
     assert re.findall(r"<span data-plan>(.*?)</span>", page) == ["read in 12 parts"]
+
+
+def test_a_planned_tasks_page_says_so_above_the_report(alice_client, make_task):
+    task = make_task()
+    task.plan = {"parts": 12, "rounds": 1, "calls": 14}
+    task.save(update_fields=["plan"])
+    page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    notice = re.search(r"<p id=\"task-plan\"[^>]*>(.*?)</p>", page, re.S)
+    assert notice and notice.group(1).startswith("Read in 12 parts")
+    assert "hidden" not in notice.group(0)
+    assert page.index('id="task-plan"') < page.index("data-report-stream")
+    assert page.index('id="task-plan"') < page.index('id="task-report"')
+
+
+def test_the_upload_form_carries_what_a_plan_is_estimated_from(alice_client, settings):
+    settings.REPORTS_CONTEXT_TOKENS, settings.REPORTS_MAX_PARTS = 20_000, 30
+    page = alice_client.get("/").content.decode()
+    form = re.search(r"<form data-upload[^>]*>", page, re.S).group(0)
+    found = dict(re.findall(r'data-(call-chars|part-chars|max-calls)="(\d+)"', form))
+    assert int(found["call-chars"]) < 20_000 * 3 and int(found["part-chars"]) > 0
+    assert found["max-calls"] == "30"
+    assert "data-plan-estimate" in page

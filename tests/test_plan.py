@@ -81,3 +81,16 @@ def test_too_many_calls_are_refused_saying_how_much_fits():
         planning.make(passages, "", counting)
     message = str(refused.value)
     assert "at most 8" in message and "characters" in message and "pages" in message
+
+
+@pytest.mark.parametrize("count", [10, 60, 300])
+def test_the_upload_forms_sizes_tell_the_parts_make_will_cut(count):
+    counting = planning.Counting(20_000, 2_000, 3.0, 64)
+    sizes = planning.sizes(counting)
+    passages = [passage(n, 1_000) for n in range(1, count + 1)]
+    plan = planning.make(passages, "", counting)
+    chars = sum(len(p.text) for p in passages)
+    assert plan.single == (chars <= sizes["call_chars"])
+    if not plan.single:
+        parts = -(-chars // sizes["part_chars"])
+        assert plan.counts()["parts"] in (parts, parts + 1)  # each passage's label adds a little

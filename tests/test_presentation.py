@@ -10,8 +10,8 @@ from django.db.models import F
 from reports import events, presentation, wording
 from reports.events import Draft, Event
 from reports.models import Status, Task
-from reports.worker.leases import claim_next_task
-from tests.helpers import submit, task_of
+from reports.worker.leases import claim_next_task, reap_expired_leases
+from tests.helpers import expire_lease, submit, task_of
 
 pytestmark = pytest.mark.django_db
 
@@ -91,6 +91,39 @@ def test_a_requeued_lost_attempt_says_it_starts_again(alice_client):
     task = task_of(submit(alice_client))
     detail = presentation.status_context(task, state_after(events.requeued(), 1))["detail"]
     assert detail.startswith("starting again: the last try was interrupted")
+
+
+def test_a_restart_says_the_report_is_written_again_and_the_time_since_submit_goes_on(
+    alice_client, settings
+):
+    settings.REPORTS_EMBEDDED_WORKER = True  # the demo's layout: the server is the worker
+    task = task_of(submit(alice_client))
+    Task.objects.filter(pk=task.pk).update(created_at=F("created_at") - timedelta(seconds=100))
+    claim = claim_next_task("w")
+    Task.objects.append_event(claim.task_id, claim.epoch, events.delta("Some text"))
+    expire_lease(task)
+    reap_expired_leases()
+    restarted = "the server restarted; the report is being written again from the start"
+    for value in ("queued", "running"):
+        task.refresh_from_db()
+        status = presentation.status_context(task, presentation.task_state(task))
+        assert status["value"] == value
+        assert restarted in status["detail"]
+        assert status["elapsed_ms"] >= 100_000  # counted from the submit, not the restart
+        claim_next_task("w")
+
+
+def test_waiting_for_the_first_text_says_since_when_and_when_it_gives_up(alice_client, settings):
+    settings.REPORTS_PROVIDER_RESPONSE_TIMEOUT_S = 60
+    settings.REPORTS_STALL_TIMEOUT_S = 30
+    task = task_of(submit(alice_client))
+    claim_next_task("w")
+    page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    waiting = page[page.index("<span data-waiting>") :]
+    waiting = waiting[: waiting.index("</span>")]
+    assert 'data-local-time="clock"' in waiting  # the attempt's start, to the second
+    assert "a real model may read for minutes" in waiting
+    assert "does not answer within 60 s, or answers and then writes nothing for 30 s" in waiting
 
 
 @pytest.mark.parametrize(

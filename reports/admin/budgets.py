@@ -139,12 +139,24 @@ class SettleForm(forms.Form):
         )
 
 
+class CorrectForm(forms.Form):
+    """The estimated attempt's usage, from the provider's records."""
+
+    input_tokens = forms.IntegerField(min_value=0, max_value=10**9)
+    output_tokens = forms.IntegerField(min_value=0, max_value=10**9)
+    cached_tokens = forms.IntegerField(min_value=0, max_value=10**9, required=False)
+
+
 def settle_page(model_admin, request, task_id):
-    """Settle a task whose usage is unknown; a task in reconciliation also ends failed."""
+    """Settle a task whose usage is unknown; a task in reconciliation also ends failed.
+    A task settled at an estimate is corrected here too (`correct_page`)."""
     if not model_admin.has_operate_permission(request):
         raise PermissionDenied
     task = get_object_or_404(Task, pk=task_id)
     back = reverse("admin:reports_task_change", args=[task.pk])
+    estimated = budgets.estimated_attempt(task.pk)
+    if estimated is not None:
+        return correct_page(model_admin, request, task, estimated, back)
     if task.cost_status != CostStatus.PENDING_RECONCILIATION:
         model_admin.message_user(
             request, f"Nothing to settle: the cost is {task.cost_status}.", messages.WARNING
@@ -179,5 +191,37 @@ def settle_page(model_admin, request, task_id):
         "form": form,
         "reserved": budgets.usd(task.reserved_micros, exact=True),
         "in_reconciliation": task.status == Status.RECONCILIATION_REQUIRED,
+    }
+    return TemplateResponse(request, "admin/reports/task/settle.html", context)
+
+
+def correct_page(model_admin, request, task: Task, attempt, back: str):
+    """Replace the estimate a settled task's attempt was charged at with its real usage."""
+    form = CorrectForm(request.POST if request.method == "POST" else None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        cost = budgets.correct_estimate(
+            task.pk, data["input_tokens"], data["output_tokens"], data["cached_tokens"]
+        )
+        if cost is None:
+            model_admin.message_user(
+                request, "Nothing corrected: the estimate was corrected first.", messages.WARNING
+            )
+        else:
+            model_admin.message_user(
+                request,
+                f"Corrected: the task cost {budgets.usd(cost, exact=True)}.",
+                messages.SUCCESS,
+            )
+        return redirect(back)
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "opts": Task._meta,
+        "title": "Correct the estimated cost",
+        "task": task,
+        "form": form,
+        "attempt": attempt,
+        "estimate": budgets.usd(attempt.cost_micros or 0, exact=True),
+        "correcting": True,
     }
     return TemplateResponse(request, "admin/reports/task/settle.html", context)

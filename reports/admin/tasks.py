@@ -219,10 +219,12 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
 
     @admin.display(description="settle")
     def settle(self, task: Task) -> str:
-        if task.cost_status != CostStatus.PENDING_RECONCILIATION:
-            return "-"
         url = reverse("admin:reports_task_settle", args=[task.pk])
-        return format_html('<a href="{}">Settle the unknown cost…</a>', url)
+        if task.cost_status == CostStatus.PENDING_RECONCILIATION:
+            return format_html('<a href="{}">Settle the unknown cost…</a>', url)
+        if budgets.estimated_attempt(task.pk) is not None:
+            return format_html('<a href="{}">Correct the estimated cost…</a>', url)
+        return "-"
 
     @admin.display(description="queue", ordering="claimed_at")
     def queue_ms(self, task: Task) -> str:

@@ -382,6 +382,9 @@ class Attempt(models.Model):
     # Set while the attempt reads its documents: a worker lost then is blamed on the
     # document, which is not handed to another worker (reports.worker.leases).
     parsing_since = models.DateTimeField(null=True, blank=True)
+    # The length of the report call's prompt, set when it is sent: a worker lost while the
+    # text streamed is charged an estimate from it and the text received (leases._reap).
+    prompt_chars = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["task", "number"]

@@ -24,6 +24,16 @@ SCENARIOS: tuple[str, ...] = (
 
 def get_provider(name: str | None = None, *, clock: Clock | None = None) -> Provider:
     """Build the provider named `name`, or `settings.REPORTS_PROVIDER`, from its settings."""
+    backend, options = _configured(name)
+    return backend(clock=clock, **options)
+
+
+def provider_class(name: str | None = None) -> type[Provider]:
+    """Return the class of the provider `get_provider` would build, without building it."""
+    return _configured(name)[0]
+
+
+def _configured(name: str | None) -> tuple[type[Provider], dict]:
     key = name or settings.REPORTS_PROVIDER
     providers = getattr(settings, "REPORTS_PROVIDERS", {})
     config = providers.get(key)
@@ -38,4 +48,4 @@ def get_provider(name: str | None = None, *, clock: Clock | None = None) -> Prov
         raise ImproperlyConfigured(
             f"REPORTS_PROVIDERS[{key!r}] needs a BACKEND that can be imported: {exc}"
         ) from exc
-    return backend(clock=clock, **config.get("OPTIONS", {}))
+    return backend, config.get("OPTIONS", {})

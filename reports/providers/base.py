@@ -140,6 +140,9 @@ class Provider(ABC):
     # Whether its calls teach the provider's figures (reading rate, concurrency limit):
     # a simulation's timings and 429s are made up, and would teach nothing true.
     learns_from_calls: bool = True
+    # Whether its calls run inside the worker's own process: a call of a lost worker died
+    # with it, so what it cost is known (the prompt, and the text it had written, if any).
+    in_process: bool = False
 
     def __init__(self, *, clock: Clock | None = None, **options) -> None:
         self.clock = clock or Clock()

@@ -243,6 +243,7 @@ def status_message(task: Task, state: TaskState, last_seq: int) -> str:
                 "cost_status",
                 "reserved_micros",
                 "cost_micros",
+                "plan",
             ]
         )
         parts.append(outcome_fragments(task, state))
@@ -263,5 +264,5 @@ def outcome_fragments(task: Task, state: TaskState) -> str:
     context = {"task": task, "oob": True, **presentation.outcome_context(task, state)}
     return "".join(
         render_to_string(f"{TEMPLATE}#{name}", context)
-        for name in ("actions", "incomplete", "report", "cost", "share")
+        for name in ("actions", "incomplete", "plan", "report", "cost", "share")
     )

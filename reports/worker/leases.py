@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F
 from django.db.models.functions import Coalesce, Now
 
-from reports import events, lifecycle
+from reports import budgets, events, lifecycle, providers
 from reports.clock import Clock
 from reports.models import (
     CLAIM_ORDER,
@@ -23,6 +23,7 @@ from reports.models import (
     AttemptStatus,
     ErrorType,
     Event,
+    PlanCall,
     Status,
     Task,
     TaskEvent,
@@ -30,6 +31,7 @@ from reports.models import (
 )
 from reports.observability.task_logs import log_reaped
 from reports.providers import concurrency
+from reports.providers.prompts import estimated_usage
 from reports.worker import breaker, identity
 from reports.worker.retries import RetryPolicy
 
@@ -171,9 +173,10 @@ def reap_expired_leases() -> list[Event]:
     `reports.worker.identity`) is as good as expired: it is reaped at once, so a restarted
     server or worker picks its tasks up without waiting `REPORTS_LEASE_S`.
 
-    The dead attempt keeps the text it streamed and is marked interrupted; its usage
-    is unknown. Each reap is conditional on the epoch it saw, so a worker that
-    renewed in time keeps its task.
+    The dead attempt keeps the text it streamed and is marked interrupted; it is charged
+    an estimate when text came back, else its usage is unknown (`_lost_usage`). Each
+    reap is conditional on the epoch it saw, so a worker that renewed in time keeps its
+    task.
     """
     fields = ("id", "status", "epoch", "attempt_count", "worker_id")
     events: list[Event] = []
@@ -195,6 +198,15 @@ def mark_parsing(task_id, attempt_id, epoch: int, parsing: bool) -> bool:
     )
 
 
+def mark_sent(task_id, attempt_id, epoch: int, prompt_chars: int) -> bool:
+    """Record the length of the report call's prompt as it is sent; False: lease lost."""
+    return bool(
+        Attempt.objects.filter(
+            pk=attempt_id, task__epoch=epoch, task__status=Status.RUNNING
+        ).update(prompt_chars=prompt_chars)
+    )
+
+
 POISON = (
     "Reading this document stopped the worker that read it, so it was not given to another: "
     "it may be malformed or built to stall readers."
@@ -202,11 +214,11 @@ POISON = (
 
 
 def _reap(task: Task) -> list[Event]:
-    attempt_id, parsing_since = (
+    attempt_id, parsing_since, sent_chars = (
         Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
-        .values_list("pk", "parsing_since")
+        .values_list("pk", "parsing_since", "prompt_chars")
         .first()
-    ) or (None, None)
+    ) or (None, None, None)
     if parsing_since is not None and task.status == Status.RUNNING:
         return _fail_poison(task, attempt_id)
     text = TaskEvent.objects.attempt_text(task.pk, task.attempt_count)
@@ -223,7 +235,7 @@ def _reap(task: Task) -> list[Event]:
         "error_type": ErrorType.WORKER_LOST,
         "error_message": lost,
         "text": text,
-        "usage_source": "missing",
+        **_lost_usage(task, sent_chars, text),
     }
     attempt = lifecycle.AttemptEnd(
         attempt_id,
@@ -251,6 +263,31 @@ def _reap(task: Task) -> list[Event]:
             user_message=lost,
         )
     return [] if event is None else [event]
+
+
+def _lost_usage(task: Task, sent_chars: int | None, text: str) -> dict:
+    """Return the usage and cost fields of an attempt whose worker was lost.
+
+    When text came back, the prompt sent and the text received are both known: the call
+    is charged the estimate a dropped stream gets (`usage_source` "estimate"), with the
+    notes calls the attempt finished before it, and an admin may correct it; so is a call
+    of a provider inside the worker (the simulated one), which died with it. A call sent
+    with no byte back (or a lost worker that never said what it sent) is truly unknown:
+    its cost waits for an admin.
+    """
+    if sent_chars is None or not (text or providers.provider_class().in_process):
+        return {"usage_source": "missing"}
+    usage = estimated_usage(sent_chars, text)
+    cost = budgets.attempt_cost_of(task.pk, usage, billed_nothing=False)
+    notes = PlanCall.objects.filter(
+        task_id=task.pk, attempt_number=task.attempt_count, cost_micros__isnull=False
+    ).values_list("cost_micros", flat=True)
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "usage_source": usage.source,
+        "cost_micros": None if cost is None else cost + sum(notes),
+    }
 
 
 def _fail_poison(task: Task, attempt_id) -> list[Event]:

@@ -58,7 +58,7 @@ from reports.worker.attempt_core import (
     Write,
 )
 from reports.worker.attempt_end import AttemptRecord, call_usage, write_end
-from reports.worker.leases import Claim, LeaseLost, mark_parsing
+from reports.worker.leases import Claim, LeaseLost, mark_parsing, mark_sent
 from reports.worker.outcome import Outcome
 from reports.worker.plan import Plan, Step
 from reports.worker.plan_store import CallEnd, TaskInput
@@ -229,9 +229,7 @@ class AttemptRun:
                 return Outcome(Status.FAILED, ErrorType.BUDGET_EXHAUSTED, str(exc))
         with self._timed(Stage.GENERATE):
             if plan.single:
-                request = requests[plan.final.key]
-                self.prompt_chars = prompt_chars(request)
-                return await self._generate(request)
+                return await self._generate(requests[plan.final.key])
             return await self._run_plan(task, plan, passages, requests)
 
     async def _new_plan(self, passages, task: TaskInput, documents) -> Plan:
@@ -289,7 +287,17 @@ class AttemptRun:
     # --- generate: provider calls, each run by the core -----------------------------------
 
     async def _generate(self, request: GenerationRequest) -> Outcome:
-        """Make the report's own call: its text is written as `delta` events."""
+        """Make the report's own call: its text is written as `delta` events.
+
+        The prompt's length is kept on the attempt first: were this worker lost, the
+        reaper charges an estimate from it and the text that came back."""
+        self.prompt_chars = prompt_chars(request)
+        claim = self.claim
+        sent = await threads.on_worker_thread(mark_sent)(
+            claim.task_id, claim.attempt_id, claim.epoch, self.prompt_chars
+        )
+        if not sent:
+            raise LeaseLost(self.task_id)
         return (await self._call(request, report=True))[1]
 
     async def _call(self, request: GenerationRequest, *, report: bool) -> tuple[Call, Outcome]:
@@ -398,7 +406,6 @@ class AttemptRun:
                 return outcome
         request = plan_store.request_for(task, plan.final, plan, passages, self.notes)
         await self._progress(planning.progress_label(plan, plan.final))
-        self.prompt_chars = prompt_chars(request)
         return await self._generate(request)
 
     async def _run_side_by_side(self, task, plan, passages, requests, steps) -> Outcome | None:

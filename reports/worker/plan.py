@@ -111,13 +111,8 @@ def make(passages: Sequence[Passage], instructions: str, counting: Counting) -> 
     )
     if whole <= counting.input_chars(counting.max_output_tokens):
         return Plan((Step("report", FINAL, "the whole input"),), 0, counting.max_output_tokens)
-    final_room = counting.input_chars(counting.max_output_tokens) - prompts.frame_chars(
-        prompts.FINAL, instructions
-    )
-    notes = min(
-        counting.max_output_tokens,
-        max(MIN_NOTES_TOKENS, int(final_room / counting.chars_per_token) // NOTES_SHARE),
-    )
+    final_room = _final_room(instructions, counting)
+    notes = _notes_tokens(final_room, counting)
     parts = _parts(passages, instructions, counting, notes)
     # Shorter notes, when that lets the final call hold them all without a round.
     fitting_notes = _notes_tokens_for(final_room // len(parts), counting)
@@ -129,6 +124,34 @@ def make(passages: Sequence[Passage], instructions: str, counting: Counting) -> 
     if len(steps) > counting.max_calls:
         raise TooLong(_too_long(passages, len(steps), counting.max_calls))
     return Plan(tuple(steps), notes, counting.max_output_tokens)
+
+
+def sizes(counting: Counting) -> dict[str, int]:
+    """Return, for a page to estimate a plan before any upload is read, the characters of
+    documents one call reads whole (`call_chars`) and one part reads (`part_chars`), and
+    the most calls a task may make (`max_calls`); without instructions, as `make` counts."""
+    notes = _notes_tokens(_final_room("", counting), counting)
+    return {
+        "call_chars": counting.input_chars(counting.max_output_tokens)
+        - prompts.frame_chars(prompts.REPORT, ""),
+        "part_chars": counting.input_chars(notes) - prompts.frame_chars(prompts.NOTES, ""),
+        "max_calls": counting.max_calls,
+    }
+
+
+def _final_room(instructions: str, counting: Counting) -> int:
+    """Return the characters of notes the final call may read."""
+    return counting.input_chars(counting.max_output_tokens) - prompts.frame_chars(
+        prompts.FINAL, instructions
+    )
+
+
+def _notes_tokens(final_room: int, counting: Counting) -> int:
+    """Return a notes call's output cap: a share of what the final call reads."""
+    return min(
+        counting.max_output_tokens,
+        max(MIN_NOTES_TOKENS, int(final_room / counting.chars_per_token) // NOTES_SHARE),
+    )
 
 
 def _note_chars(notes_tokens: int, counting: Counting) -> int:

@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from reports import budgets
-from reports.models import Budget, Task
-from reports.worker.leases import claim_next_task, reap_expired_leases
+from reports import budgets, events
+from reports.models import Attempt, Budget, Task
+from reports.worker.leases import claim_next_task, mark_sent, reap_expired_leases
 from tests.helpers import expire_lease, run_all
 
 pytestmark = pytest.mark.django_db
@@ -152,6 +152,32 @@ def test_a_settled_task_is_not_settled_twice(admin_client, pending, alice):
     response = admin_client.post(settle_url(pending), {"input_tokens": "9", "output_tokens": "9"})
     assert response.status_code == 302
     assert Budget.objects.get(user=alice).spent_micros == spent
+
+
+def test_a_cost_settled_at_an_estimate_is_corrected_from_the_providers_records(
+    admin_client, make_task, alice, settings
+):
+    settings.REPORTS_MAX_ATTEMPTS = 1
+    task = make_task()
+    claim = claim_next_task("a-worker-that-dies")  # lost after its text began
+    assert mark_sent(claim.task_id, claim.attempt_id, claim.epoch, 30_000)
+    Task.objects.append_event(claim.task_id, claim.epoch, events.delta("Some text" * 50))
+    expire_lease(task)
+    reap_expired_leases()
+    task.refresh_from_db()
+    assert (task.cost_status, Attempt.objects.get(task=task).usage_source) == (
+        "settled",
+        "estimate",
+    )
+    page = admin_client.get(f"/admin/reports/task/{task.pk}/change/").content.decode()
+    assert "Correct the estimated cost" in page
+    assert b"charged" in admin_client.get(settle_url(task)).content
+    admin_client.post(settle_url(task), {"input_tokens": "9000", "output_tokens": "120"})
+    task.refresh_from_db()
+    cost = budgets.usage_cost(task.model, 9000, 120, None)
+    assert (task.cost_status, task.cost_micros) == ("settled", cost)
+    assert Budget.objects.get(user=alice).spent_micros == cost
+    assert Attempt.objects.get(task=task).usage_source == "provider"
 
 
 def test_only_staff_with_the_change_permission_settle(client, alice, pending):

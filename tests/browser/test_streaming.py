@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -102,6 +103,12 @@ def restartable_server(data_root, database_template) -> Iterator[LiveServer]:
     server.stop()
 
 
+def elapsed_s(words: str) -> int:
+    """Seconds in "submitted 42 s ago" or "submitted 1 min 05 s ago"."""
+    numbers = [int(n) for n in re.findall(r"\d+", words)]
+    return numbers[0] * 60 + numbers[1] if "min" in words else numbers[0]
+
+
 def test_a_server_restart_mid_stream_reconnects_and_shows_the_new_attempt(
     open_page, restartable_server, sample_file, problems
 ):
@@ -109,6 +116,7 @@ def test_a_server_restart_mid_stream_reconnects_and_shows_the_new_attempt(
     # comes), and whatever request was in flight when it died.
     problems.allow("WebSocket connection to", "[object Event]", "Failed to load resource")
     page = open_page(restartable_server)
+    submitted = time.monotonic()
     task_id = upload(page, sample_file)
     page.wait_for_function(
         "() => document.querySelector('[data-report-stream]').textContent.length >= 20"
@@ -127,6 +135,12 @@ def test_a_server_restart_mid_stream_reconnects_and_shows_the_new_attempt(
     earlier = page.locator("details[data-attempt='1']")
     expect(earlier).to_have_count(1, timeout=30_000)
     expect(earlier.locator("summary")).to_have_text("Earlier try — interrupted")
+    # It says plainly why the text starts again, and the time since submit goes on.
+    expect(page.locator("#task-status")).to_contain_text(
+        "the server restarted; the report is being written again from the start"
+    )
+    shown = page.locator("[data-elapsed]").text_content()
+    assert elapsed_s(shown) >= time.monotonic() - submitted - 3, shown
     # Still signed in after the restart: live again, never "signed-out".
     expect(connection).to_be_hidden()
     expect(connection).to_have_attribute("data-connection", "live")

@@ -49,6 +49,22 @@ def test_no_file_chosen_is_said_before_sending(open_page, fast_server):
     expect(page.locator("[data-upload-error]")).to_have_text("Choose at least one file to upload.")
 
 
+def test_documents_longer_than_one_call_are_said_to_be_read_in_parts_before_sending(
+    open_page, fast_server
+):
+    page = open_page(fast_server)
+    page.goto("/")
+    estimate = page.locator("[data-plan-estimate]")
+    small = {"name": "short.md", "mimeType": "text/plain", "buffer": b"# A note\n\nShort.\n"}
+    page.set_input_files("input[name=files]", files=[small])
+    expect(estimate).to_be_hidden()
+    long = {"name": "manual.txt", "mimeType": "text/plain", "buffer": b"A sentence. " * 100_000}
+    page.set_input_files("input[name=files]", files=[long])
+    expect(estimate).to_be_visible()
+    expect(estimate).to_contain_text("About 1,200,000 characters")
+    expect(estimate).to_contain_text(re.compile(r"read in about \d+ parts"))
+
+
 def test_a_double_click_creates_one_task(open_page, fast_server, sample_file):
     page = open_page(fast_server)
     page.goto("/")

@@ -31,7 +31,7 @@ test("the reading's time left counts down between the server's lines", () => {
   status.start(() => false);
   clock.advance(10_000);
   assert.equal(page.eta.textContent, "about 20 s left");
-  assert.equal(page.elapsed.textContent, "running for 15 s");
+  assert.equal(page.elapsed.textContent, "submitted 15 s ago");
   clock.advance(25_000);
   assert.equal(page.eta.textContent, "taking longer than expected");
 });

@@ -34,7 +34,7 @@ export class StatusLine {
     this.now = now;
     this.every = every; // a timer that repeats (the tests' clock)
     this.elapsed = root.querySelector("[data-elapsed]");
-    this.elapsedBase = null; // the running time the status line was rendered with
+    this.elapsedBase = null; // the time since submit the status line was rendered with
     this.elapsedSince = 0; // when it was swapped in
     this.elapsedFrom = null; // that status line's element
     this.lineSince = now(); // when the current status line was swapped in
@@ -89,7 +89,8 @@ export class StatusLine {
     }
   }
 
-  /** Follow a status line htmx swapped in: its running time starts the count anew. */
+  /** Follow a status line htmx swapped in: its time since submit is the count's base
+   * (the server's clock; a new attempt does not start it again). */
   sync() {
     const line = this.root.querySelector("[data-task-status]");
     if (line === this.elapsedFrom) {
@@ -125,7 +126,7 @@ export class StatusLine {
   renderElapsed() {
     if (this.elapsedBase !== null) {
       const ms = this.elapsedBase + this.now() - this.elapsedSince;
-      this.elapsed.textContent = `running for ${elapsedWords(ms)}`;
+      this.elapsed.textContent = `submitted ${elapsedWords(ms)} ago`;
     }
   }
 }

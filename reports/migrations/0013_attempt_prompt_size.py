@@ -1,0 +1,15 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("reports", "0012_breaker"),
+    ]
+
+    operations = [
+        migrations.AddField(
+            model_name="attempt",
+            name="prompt_chars",
+            field=models.PositiveIntegerField(blank=True, null=True),
+        ),
+    ]
