@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("reports", "0012_breaker"),
+        ("reports", "0013_share_links"),
     ]
 
     operations = [
