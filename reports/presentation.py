@@ -33,9 +33,9 @@ from reports.models import (
     Task,
     TaskEvent,
 )
+from reports.parsers import planning
 from reports.providers import concurrency
 from reports.providers.base import CHARS_PER_TOKEN
-from reports.worker import plan as planning
 
 # A passage id as a citation names it; nine digits at most stay inside the column's range.
 PASSAGE_ID = re.compile(r"S([1-9]\d{0,8})")

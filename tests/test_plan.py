@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reports.parsers import planning
 from reports.parsers.passages import Passage
 from reports.providers.base import GenerationRequest
 from reports.providers.prompts import build_messages
-from reports.worker import plan as planning
 from reports.worker.plan_store import TaskInput, request_for
 
 TASK = TaskInput("t", 1, "Focus on the encoding rules.", "ok")

@@ -150,7 +150,7 @@ class Provider(ABC):
 
     async def chars_per_token(self, sample: str) -> float:
         """Return how many characters of `sample` this provider's model counts as a
-        token, at most: what a plan of calls is cut by (reports/worker/plan.py)."""
+        token, at most: what a plan of calls is cut by (reports/parsers/planning.py)."""
         return CHARS_PER_TOKEN
 
     async def concurrency(self) -> int | None:

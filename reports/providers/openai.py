@@ -147,7 +147,7 @@ class OpenAIProvider(Provider):
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:
         configured = settings.REPORTS_CONTEXT_TOKENS
         # A request of passages or notes was cut to fit by the plan of calls
-        # (reports/worker/plan.py): it is never cut here, and an overflow is a clear error.
+        # (reports/parsers/planning.py): it is never cut here, and an overflow is a clear error.
         planned = bool(request.passages or request.notes)
         sent = request
         if not planned:

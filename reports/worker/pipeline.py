@@ -1,6 +1,6 @@
 """One attempt of one task: parse → prepare → generate → validate, render, save.
 
-Generate is one provider call, or a plan of calls (`reports.worker.plan`) when the whole
+Generate is one provider call, or a plan of calls (`reports.parsers.planning`) when the whole
 input does not fit one: the parts' notes calls side by side, rounds, then the report's
 own call from the notes. Every call is one `attempt_core.Call`, run by this same shell.
 A notes call's end is saved with its notes and usage (`plan_store.save_call_end`), so an
@@ -31,8 +31,10 @@ from reports.clock import Clock
 from reports.models import ErrorType, Event, Stage, Status, Task
 from reports.observability import tracing
 from reports.observability.logs import log_event
+from reports.parsers import planning
 from reports.parsers.base import ParseError
 from reports.parsers.passages import Passage
+from reports.parsers.planning import Plan, Step
 from reports.providers import concurrency, reading_rate
 from reports.providers.base import (
     CHARS_PER_TOKEN,
@@ -46,7 +48,6 @@ from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
 from reports.validation import settle_citations, validate_report
 from reports.worker import attempt_core, breaker, chunk_writes, plan_store
-from reports.worker import plan as planning
 from reports.worker.attempt_core import (
     Abandon,
     Call,
@@ -60,7 +61,6 @@ from reports.worker.attempt_core import (
 from reports.worker.attempt_end import AttemptRecord, call_usage, write_end
 from reports.worker.leases import Claim, LeaseLost, mark_parsing, mark_sent
 from reports.worker.outcome import Outcome
-from reports.worker.plan import Plan, Step
 from reports.worker.plan_store import CallEnd, TaskInput
 from reports.worker.preparation import documents_to_read, passages_of, read_once, until_stopped
 from reports.worker.retries import RetryPolicy

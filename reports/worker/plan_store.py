@@ -13,10 +13,10 @@ from django.db.models.functions import Now
 
 from reports.models import Attempt, AttemptStatus, PlanCall, Status, Task
 from reports.parsers.passages import Passage
+from reports.parsers.planning import FINAL, PART, Plan, Step
 from reports.providers.base import GenerationRequest, SourceDocument, Usage
 from reports.providers.prompts import COMBINE, NOTES, PROMPT_VERSION, REPORT
 from reports.worker.leases import Claim
-from reports.worker.plan import FINAL, PART, Plan, Step
 
 
 @dataclass(frozen=True)
