@@ -20,6 +20,7 @@ from reports import lifecycle, presentation, storage, submissions
 from reports.auth import NOT_FOUND, ApiError, api_view, owned_task
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.observability import tracing
+from reports.serving import download_names
 from reports.submissions import form as submission_form
 
 PAGE_SIZE = 50
@@ -204,12 +205,11 @@ def result(request: HttpRequest, user, task_id) -> FileResponse:
         raise ApiError(
             503, "storage_unavailable", "The report store cannot be reached; try again shortly."
         ) from None
-    return FileResponse(
-        report,
-        as_attachment=True,
-        filename=presentation.download_name(task),
-        content_type="text/markdown; charset=utf-8",
+    response = FileResponse(report, content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = download_names.attachment(
+        download_names.report_file_name(task)
     )
+    return response
 
 
 def task_age_ms(task: Task) -> float:
