@@ -27,8 +27,8 @@ def user_file_name(raw: str) -> str | None:
     """Return the name in a form part's `filename` as the user gave it, without any
     folders before it; None for a name that says nothing (no file was chosen)."""
     name = _BROWSER_ESCAPE.sub(lambda m: _BROWSER_ESCAPES[m[0].upper()], raw)
-    name = _WINDOWS_PATH.sub("", name.rsplit("/", 1)[-1])
-    name = "".join(ch for ch in name if ch.isprintable())
+    name = "".join(ch for ch in name.rsplit("/", 1)[-1] if ch.isprintable()).strip()
+    name = _WINDOWS_PATH.sub("", name)
     return None if name.strip() in {"", ".", ".."} else name
 
 
