@@ -213,6 +213,8 @@ LANGUAGE_CODE = "en"
 TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
+# Moments to the second, one way everywhere Django writes one by default (the admin).
+FORMAT_MODULE_PATH = "project.formats"
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -22,6 +22,7 @@ from reports import exports, lifecycle, presentation, storage, submissions
 from reports.auth import NOT_FOUND, ApiError, api_view, owned_task
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.observability import tracing
+from reports.serving import download_names
 from reports.submissions import form as submission_form
 
 log = logging.getLogger(__name__)
@@ -221,12 +222,11 @@ def result(request: HttpRequest, user, task_id) -> FileResponse:
         log.warning("task %s: converting its report to %s failed: %s", task.pk, name, exc.detail)
         retry = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
         raise ApiError(exc.status, "conversion_failed", exc.message, retry) from None
-    return FileResponse(
-        report,
-        as_attachment=True,
-        filename=presentation.download_name(task, fmt.extension),
-        content_type=fmt.content_type,
+    response = FileResponse(report, content_type=fmt.content_type)
+    response["Content-Disposition"] = download_names.attachment(
+        download_names.report_file_name(task, fmt.extension)
     )
+    return response
 
 
 def task_age_ms(task: Task) -> float:

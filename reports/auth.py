@@ -16,6 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from reports import upload_limits
 from reports.models import ApiToken, Task
+from reports.serving import upload_names
 from reports.serving.errors import json_error
 from reports.upload_limits import MB
 
@@ -120,6 +121,7 @@ def _answer(view, methods: set[str], request, *args, **kwargs):
             )
         check_content_length(request)
         upload_limits.install(request)
+        upload_names.install(request)
         user = authenticate(request)
         return view(request, user, *args, **kwargs)
     except ApiError as exc:

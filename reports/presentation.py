@@ -36,6 +36,7 @@ from reports.models import (
 from reports.parsers import planning
 from reports.providers import concurrency
 from reports.providers.base import CHARS_PER_TOKEN
+from reports.serving import download_names
 
 # A passage id as a citation names it; nine digits at most stay inside the column's range.
 PASSAGE_ID = re.compile(r"S([1-9]\d{0,8})")
@@ -325,15 +326,6 @@ def task_title(task: Task) -> str:
     return f"{names[0]} and {len(names) - 1} more"
 
 
-def download_name(task: Task, extension: str = "md") -> str:
-    """Return the report's file name: the first document's, as `<document>-report.md`
-    (or the extension of another format)."""
-    first = next(iter(task.documents.all()), None)
-    stem = first.name.rsplit(".", 1)[0] if first is not None else ""
-    stem = re.sub(r"[^\w.-]+", "-", stem).strip(".-")[:100]
-    return f"{stem or 'report'}-report.{extension}"
-
-
 def source_passage(task: Task, passage_id: str) -> SourcePassage | None:
     """Return the task's passage named by `passage_id` ("S12"), or None for any other id."""
     match = PASSAGE_ID.fullmatch(passage_id)
@@ -404,7 +396,7 @@ def outcome_context(task: Task, state: TaskState) -> dict[str, Any]:
         "active": not state.ended,
         "incomplete": incomplete_context(state),
         "partial": state.partial,
-        "download_name": download_name(task),
+        "download_name": download_names.report_file_name(task),
         "report_html": task.report_html if succeeded else "",
         "late_cancel": succeeded and task.cancel_requested_at is not None,
         "cost": cost_words(task),  # settled in the same transaction as the end

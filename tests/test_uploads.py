@@ -428,6 +428,32 @@ def test_a_file_name_is_stored_as_a_clean_display_name_and_a_random_storage_name
     assert stored_uploads() == [document.storage_name]
 
 
+# As Chromium sends it: a double quote escaped as %22, a backslash as itself.
+USER_NAME = 'Résumé — Q3 «final» (copy) #2 & "<b>x<\\b>" 🚀.md'
+SENT_NAME = USER_NAME.replace('"', "%22")
+
+
+def test_a_file_name_is_kept_as_the_user_gave_it_and_shown_escaped(alice_client, worker):
+    body, content_type = multipart(SENT_NAME, SAMPLE.encode())
+    response = alice_client.post("/api/tasks", body, content_type=content_type)
+    assert response.status_code == 201, response.content
+    assert Document.objects.get().name == USER_NAME
+    run_all(worker)
+
+    task = task_of(response)
+    page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    assert "Résumé — Q3 «final» (copy) #2 &amp; &quot;&lt;b&gt;x&lt;\\b&gt;&quot; 🚀.md" in page
+    assert "<b>x" not in page
+
+    download = alice_client.get(f"/api/tasks/{task.pk}/result")
+    # RFC 6266: the real name for clients that read filename*, an ASCII one for the rest.
+    assert download["Content-Disposition"] == (
+        'attachment; filename="Resume-Q3-final-(copy)-2-b-x-b-report.md"; '
+        "filename*=UTF-8''R%C3%A9sum%C3%A9%20%E2%80%94%20Q3%20%C2%ABfinal%C2%BB%20%28copy%29"
+        "%20%232%20%26%20%22%3Cb%3Ex%3C%5Cb%3E%22%20%F0%9F%9A%80-report.md"
+    )
+
+
 def test_a_very_long_file_name_is_shortened_keeping_its_extension(alice_client):
     response = submit(alice_client, upload("n" * 400 + ".md"))
     assert response.status_code == 201

@@ -1,18 +1,15 @@
-"""A task's documents, attempts and latest events shown read-only inside its admin page,
+"""A task's documents and attempts shown read-only inside its admin page,
 and the formatting of their figures."""
 
 from __future__ import annotations
-
-import json
 
 from django.contrib import admin
 from django.db.models.functions import Length, Substr
 
 from reports import budgets
-from reports.models import STAGES, Attempt, Document, ShareLink, TaskEvent
+from reports.models import STAGES, Attempt, Document, ShareLink
 from reports.observability.charts import format_ms
 
-EVENTS_SHOWN = 200
 PREVIEW_CHARS = 200
 
 
@@ -108,18 +105,6 @@ class AttemptInline(ReadOnlyInline, admin.StackedInline):
     @admin.display(description="text preview")
     def text_preview(self, attempt: Attempt) -> str:
         return truncate(attempt.text_head) or "-"
-
-
-class EventInline(ReadOnlyInline, admin.TabularInline):
-    """The latest events only; `TaskAdmin.get_formset_kwargs` narrows the queryset."""
-
-    model = TaskEvent
-    verbose_name_plural = f"events (latest {EVENTS_SHOWN})"
-    fields = readonly_fields = ("seq", "type", "created_at", "data_preview")
-
-    @admin.display(description="data")
-    def data_preview(self, event: TaskEvent) -> str:
-        return truncate(json.dumps(event.data, ensure_ascii=False), 120)
 
 
 class ShareLinkInline(ReadOnlyInline, admin.TabularInline):

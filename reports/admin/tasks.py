@@ -17,11 +17,10 @@ from django.utils.html import format_html, format_html_join
 from reports import budgets, lifecycle, storage
 from reports.admin.actions import CheckedSelectionMixin
 from reports.admin.budgets import settle_page
+from reports.admin.events import EVERY_EVENT, event_table
 from reports.admin.inlines import (
-    EVENTS_SHOWN,
     AttemptInline,
     DocumentInline,
-    EventInline,
     ShareLinkInline,
     format_cost,
     format_stages,
@@ -100,26 +99,25 @@ def timestamp(field: str, description: str):
 
 @admin.register(Task)
 class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
-    # Readable at 1366 px: a short id, the document, and the measures that matter.
+    # Whole at 1366 px beside the admin's menu and filters: the document with a short id
+    # under it, the status with its error type under it, and the measures that matter (the
+    # queue time is on the task's page).
     list_display = (
-        "short_id",
         "document",
         "owner",
-        "status",
-        "error_type",
+        "outcome",
         "cost",
         "created",
-        "queue_ms",
         "first_text_ms",
         "duration_ms",
     )
-    list_display_links = ("short_id",)
+    list_display_links = ("document",)
     list_filter = ("status", "lane", ErrorTypeFilter, "cost_status", "scenario")
     list_select_related = ("owner",)
     search_fields = ("owner__username", "documents__name", "instructions")
     search_help_text = "A task id (exact), an owner's username, a file name or instructions."
     date_hierarchy = "created_at"
-    inlines = (DocumentInline, AttemptInline, EventInline, ShareLinkInline)
+    inlines = (DocumentInline, AttemptInline, ShareLinkInline)
     actions = ("cancel_tasks", "requeue_reconciled", "fail_reconciled", "compare_tasks")
     # The outcome and the waterfall first: what an admin opens a task for.
     fieldsets = (
@@ -155,7 +153,6 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
                     "not_before_at",
                     "lease_expires",
                     "cancel_requested",
-                    "event_note",
                 )
             },
         ),
@@ -164,8 +161,9 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
             {"fields": ("model", "prompt_version", "cost_status", "reserved", "cost", "settle")},
         ),
         ("Result", {"fields": ("result_id", "result_sha256", "result_bytes")}),
+        ("Events", {"fields": ("events",)}),
     )
-    readonly_fields = tuple(f for _, spec in fieldsets for f in spec["fields"])
+    readonly_fields = (*(f for _, spec in fieldsets for f in spec["fields"]), "every_event")
 
     created = timestamp("created_at", "created")
     claimed = timestamp("claimed_at", "claimed")
@@ -189,21 +187,25 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
             .annotate(first_document=Subquery(first_document.values("name")[:1]))
         )
 
-    @admin.display(description="id", ordering="pk")
-    def short_id(self, task: Task) -> str:
-        return format_html('<span title="{}">{}</span>', task.pk, str(task.pk)[:8])
-
     @admin.display(description="document", ordering="first_document")
     def document(self, task: Task) -> str:
         # A planned task says so under its document ("12 parts"), taking no column.
         planned = plan_label(task.plan)
-        if not planned:
-            return task.first_document or "-"
         return format_html(
-            '{}<br><small class="planned" data-planned>{}</small>',
+            '<span class="task-document">{}</span><br><small title="{}">{}</small>{}',
             task.first_document or "-",
-            planned,
+            task.pk,
+            str(task.pk)[:8],
+            format_html(' · <small class="planned" data-planned>{}</small>', planned)
+            if planned
+            else "",
         )
+
+    @admin.display(description="status", ordering="status")
+    def outcome(self, task: Task) -> str:
+        if not task.error_type:
+            return task.get_status_display()
+        return format_html("{}<br><small>{}</small>", task.get_status_display(), task.error_type)
 
     @admin.display(description="plan of calls")
     def plan_calls(self, task: Task) -> str:
@@ -226,10 +228,6 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
             return format_html('<a href="{}">Correct the estimated cost…</a>', url)
         return "-"
 
-    @admin.display(description="queue", ordering="claimed_at")
-    def queue_ms(self, task: Task) -> str:
-        return format_ms(task.queue_ms)
-
     @admin.display(description="first text", ordering="first_text_at")
     def first_text_ms(self, task: Task) -> str:
         return format_ms(task.first_text_ms)
@@ -243,13 +241,20 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
         return format_ms(task.frontend_first_text_ms)
 
     @admin.display(description="events")
-    def event_note(self, task: Task) -> str:
-        if task.last_seq <= EVENTS_SHOWN:
-            return f"{task.last_seq} in all, every one listed below."
-        return (
-            f"{task.last_seq} in all; below are only the latest {EVENTS_SHOWN} "
-            f"(seq {task.last_seq - EVENTS_SHOWN + 1} to {task.last_seq})."
-        )
+    def events(self, task: Task) -> str:
+        return event_table(task, every_event=False)
+
+    @admin.display(description="events")
+    def every_event(self, task: Task) -> str:
+        return event_table(task, every_event=True)
+
+    def get_fieldsets(self, request, obj=None):
+        if request.GET.get("events") != EVERY_EVENT:
+            return self.fieldsets
+        return [
+            (name, {"fields": ("every_event",)}) if name == "Events" else (name, spec)
+            for name, spec in self.fieldsets
+        ]
 
     @admin.display(description="timings")
     def timings(self, task: Task) -> str:
@@ -280,13 +285,6 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
             return "-"
         url = reverse("admin:reports_task_report", args=[task.pk])
         return format_html('<a href="{}">Download report ({} bytes)</a>', url, task.result_bytes)
-
-    def get_formset_kwargs(self, request, obj, inline, prefix):
-        kwargs = super().get_formset_kwargs(request, obj, inline, prefix)
-        if isinstance(inline, EventInline) and obj is not None:
-            # seqs run 1, 2, 3 … without gaps, so the latest N need no slicing.
-            kwargs["queryset"] = kwargs["queryset"].filter(seq__gt=obj.last_seq - EVENTS_SHOWN)
-        return kwargs
 
     def get_urls(self):
         report = path(

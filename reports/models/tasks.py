@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import connections, models, transaction
-from django.db.models import Case, Count, F, OuterRef, Q, Subquery, Sum, When
+from django.db.models import Case, Count, F, Max, Min, OuterRef, Q, Subquery, Sum, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Length, Now
 from django.db.models.sql import UpdateQuery
@@ -412,6 +412,27 @@ class TaskEventQuerySet(models.QuerySet):
             for row in rows
             if row["number"] is not None
         }
+
+    def text_runs(self, task_id) -> list[dict]:
+        """Return the task's text events by attempt, counted in the database: `number`,
+        `events`, `chars`, `first_seq`, `first_at` and `last_at` of each."""
+        rows = (
+            self.filter(task_id=task_id, type=events.DELTA)
+            .annotate(number=KT("data__attempt"))
+            .order_by()
+            .values("number")
+            .annotate(
+                events=Count("pk"),
+                chars=Coalesce(Sum(Length(KT("data__text"))), 0),
+                first_seq=Min("seq"),
+                first_at=Min("created_at"),
+                last_at=Max("created_at"),
+            )
+        )
+        return sorted(rows, key=lambda row: row["first_seq"])
+
+    def without_text(self):
+        return self.exclude(type=events.DELTA)
 
     def attempt_text(self, task_id, number: int) -> str:
         """Return the text an attempt streamed, from its persisted delta events."""

@@ -45,11 +45,16 @@ _VOID = frozenset(
 _FURNITURE = frozenset({"nav", "header", "footer", "aside", "menu"})
 _FURNITURE_NAME = re.compile(
     r"(?:^|[-_\s])(?:nav|navbar|navigation|menu|mainmenu|submenu|searchmenu|toc|"
-    r"breadcrumbs?|sidebar|footer|header|banner|tagline)(?:$|[-_\s])",
+    r"breadcrumbs?|sidebar|footer|header|banner|tagline|popup|"
+    # The "¶" a heading links itself with (Sphinx, MkDocs' permalinks).
+    r"headerlink)(?:$|[-_\s])",
     re.IGNORECASE,
 )
 # The document itself, whatever its class says: mdBook writes <html class="sidebar-visible">.
 _NEVER_FURNITURE = frozenset({"html", "body", "main", "article"})
+# A site generator's <title>: the page's own title and the site's name ("Page - Site",
+# "Page — Site documentation", "Site | Page").
+_TITLE_PARTS = re.compile(r"\s+[-\u2013\u2014|\u00b7:]{1,2}\s+")
 _WHITESPACE = re.compile(r"\s+")
 _BARE_MARKER = re.compile(r"(#{1,6}|-)")
 _BLANK_RUNS = re.compile(r"\n{3,}")
@@ -136,9 +141,12 @@ class _VisibleText(HTMLParser):
             return ""  # a title alone is not visible text
         title = " ".join(self.title.split())
         first_h1 = next((i for i, line in enumerate(lines) if line.startswith("## ")), None)
-        if first_h1 is not None and (not title or lines[first_h1][3:] == title):
-            # The first h1 is the title, or repeats it: it is the title, once.
-            title = title or lines[first_h1][3:]
+        if first_h1 is not None and (
+            not title or lines[first_h1][3:] in (title, *_site_parts(title))
+        ):
+            # The first h1 is the title, or repeats it (without the site's name): it is
+            # the title, once.
+            title = lines[first_h1][3:]
             del lines[first_h1]
         if title:
             # A banner repeating the title before the first section is said once.
@@ -177,6 +185,12 @@ class _VisibleText(HTMLParser):
         self.parts.append(text)
         self._tail = (self._tail + text)[-2:]
         self._after_marker = marker
+
+
+def _site_parts(title: str) -> tuple[str, str]:
+    """Return the first and the last part of a title made of parts, or two empty strings."""
+    parts = _TITLE_PARTS.split(title)
+    return (parts[0], parts[-1]) if len(parts) > 1 else ("", "")
 
 
 def _is_furniture(attrs: list[tuple[str, str | None]]) -> bool:

@@ -83,10 +83,12 @@ _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _LINE_MARKER = re.compile(r"^\s*(?:>\s*)*(?:[-*+]\s+|\d{1,9}[.)]\s+)?")
 _SENTENCE_END = re.compile(r"(?<=[.!?\u2026])[\"'\u201d\u2019)\]]*\s+")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-# Backslash-escaped everywhere: these characters start inline structure.
-_INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<#|~]|&(?=#?\w+;))")
-# Escaped only at the start of a line, where they would open a block.
-_BLOCK_START = re.compile(r"^(?:([-+=>])|(\d{1,9})([.)]))")
+# Backslash-escaped everywhere: these characters start inline structure; a `#` only where
+# it would close a heading.
+_INLINE_SPECIAL = re.compile(r"([\\`*_\[\]<|]|&(?=#?\w+;)|#(?=#*[ \t]*$))")
+# Escaped only at the start of a line, where they would open a block ("1. Summary" inside
+# a line is text, and is written as it was).
+_BLOCK_START = re.compile(r"^(?:([-+=>#~])|(\d{1,9})([.)]))")
 _LIST_ITEM = re.compile(r"^\s*(?:>\s*)*(?:[-*+]|\d{1,9}[.)])\s+")
 _TOKEN = re.compile(r"\S+")
 _EMPHASIS = re.compile(r"(?<!\w)[*_`~]+|[*_`~]+(?!\w)")
@@ -332,7 +334,7 @@ def _notes_text(
     table_bullets = [f"- {TABLE_NOTE}{_table(t)}" for t in tables[:TABLES_LISTED]]
     bullets: list[str] = []
     used = 0
-    for bullet in [*table_bullets, *(f"- {_sentence(s)}" for s in chosen[:limit])]:
+    for bullet in [*table_bullets, *(f"- {_line_start(_sentence(s))}" for s in chosen[:limit])]:
         bullet += "\n"
         used += len(tokenize(bullet))
         if bullets and max_tokens is not None and used > max_tokens:
@@ -385,8 +387,14 @@ def _unemphasised(text: str) -> str:
 
 
 def _escape(text: str) -> str:
-    text = _INLINE_SPECIAL.sub(r"\\\1", text)
-    return _BLOCK_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", text)
+    """Return document text as Markdown text inside a line (in bold, a heading, a table
+    cell); where it starts a line or a list item, `_line_start` keeps it from opening a block."""
+    return _INLINE_SPECIAL.sub(r"\\\1", text)
+
+
+def _line_start(markdown: str) -> str:
+    """Return Markdown that is to start a line, its first character kept from opening a block."""
+    return _BLOCK_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", markdown)
 
 
 def _parse(
@@ -770,7 +778,7 @@ def _sections(doc: _Document) -> list[_Heading]:
 
 def _summary_text(summary: list[_Sentence], docs: list[_Document]) -> str:
     if summary:
-        return " ".join(_sentence(s) for s in summary)
+        return _line_start(" ".join(_sentence(s) for s in summary))
     words = sum(d.words for d in docs)
     return (
         f"The {'documents contain' if len(docs) > 1 else 'document contains'} {words} "
@@ -801,7 +809,7 @@ def _points_text(points: list[_Sentence], docs: list[_Document]) -> str:
         # Say where the point comes from: its section, else its document when there are several.
         where = s.section or (docs[s.doc].name if len(docs) > 1 else "")
         label = f"**{_escape(_cut(where, HEADING_CHARS))}:** " if where else ""
-        lines.append(f"- {label}{_sentence(s)}")
+        lines.append(f"- {_line_start(label + _sentence(s))}")
     return "\n".join(lines)
 
 
@@ -853,7 +861,7 @@ def _table(table: Table | str) -> str:
 
 
 def _tables_text(tables: list[Table | str]) -> str:
-    lines = [f"- {_table(t)}" for t in tables[:TABLES_LISTED]]
+    lines = [f"- {_line_start(_table(t))}" for t in tables[:TABLES_LISTED]]
     if len(tables) > TABLES_LISTED:
         lines.append(f"- And {_count(len(tables) - TABLES_LISTED, 'more table')}.")
     return "\n".join(lines)
@@ -879,7 +887,7 @@ def _heading_tree(headings: list[_Heading], limit: int) -> list[str]:
         # Nest at most one level deeper than the previous heading: a jump from h1 to h4
         # indented in full would turn into an indented code block.
         depth = min(h.level - top, depth + 1)
-        lines.append(f"{'  ' * (depth + 1)}- {_escape(_cut(h.text, HEADING_CHARS))}")
+        lines.append(f"{'  ' * (depth + 1)}- {_line_start(_escape(_cut(h.text, HEADING_CHARS)))}")
     if hidden:
         lines.append(f"  - … and {hidden} more")
     return lines

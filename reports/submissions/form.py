@@ -130,9 +130,10 @@ def _checked_upload(file) -> Upload:
 
 
 def display_name(raw: str) -> str:
-    """Return the file's own name: no path parts, no control or direction-changing
-    characters, no towers of combining marks, not too long."""
-    name = unicodedata.normalize("NFC", raw).replace("\\", "/").rsplit("/", 1)[-1]
+    """Return the file's own name as the user gave it (reports.upload_names keeps it whole):
+    no folders, no control or direction-changing characters, no towers of combining marks,
+    not too long."""
+    name = unicodedata.normalize("NFC", raw).rsplit("/", 1)[-1]
     name = "".join(ch for ch in name if ch.isprintable()).strip()
     name = _COMBINING_RUN.sub(lambda m: m[0][:MAX_COMBINING_MARKS], name) or "upload"
     if len(name) > 200:

@@ -1,5 +1,7 @@
 """Django admin: the task list, the read-only task page, the staff download and the actions."""
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -88,7 +90,7 @@ def test_change_view_shows_attempts_events_and_timings(admin_client, make_task, 
     page = response.content.decode()
     assert "doc.md" in page  # the document
     assert "Stage durations" in page and "generate " in page  # the attempt
-    assert "Events (latest 200)" in page and "succeeded" in page
+    assert "events in all" in page and "succeeded" in page
     assert "queue (submit → first claim)" in page  # the timings block
     assert 'name="_save"' not in page  # read-only
     assert task.result_sha256 in page
@@ -112,18 +114,29 @@ def test_download_of_an_unfinished_task_is_404(admin_client, make_task):
     assert admin_client.get(f"{CHANGELIST}{task.pk}/report/").status_code == 404
 
 
-def test_events_inline_shows_only_the_latest_200(admin_client, make_task):
+def test_text_events_are_one_row_and_every_event_is_a_click_away(admin_client, make_task):
     task = make_task()
+    first = task.last_seq + 1
     TaskEvent.objects.bulk_create(
         TaskEvent(task=task, seq=seq, type="delta", data={"text": f"piece-{seq}-", "attempt": 1})
-        for seq in range(task.last_seq + 1, 301)
+        for seq in range(first, 301)
     )
     Task.objects.filter(pk=task.pk).update(last_seq=300)
+    chars = sum(len(f"piece-{seq}-") for seq in range(first, 301))
 
     page = admin_client.get(change_url(task)).content.decode()
+    assert "piece-" not in page
+    assert f"attempt 1: {300 - first + 1} events, {chars:,} characters" in page
+    moment = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"
+    assert re.search(f"first {moment}, last {moment}", page)
+    # One way to write a moment, to the second, on the whole page.
+    assert not re.search(r"\b[ap]\.m\.|midnight|noon", page)
+    assert 'href="?events=all"' in page
+
+    page = admin_client.get(change_url(task), {"events": "all"}).content.decode()
     assert "piece-300-" in page and "piece-101-" in page
     assert "piece-100-" not in page
-    assert "300 in all; below are only the latest 200 (seq 101 to 300)" in page
+    assert "300 events in all, text included, only the latest 200 (seq 101 to 300)" in page
 
 
 def test_non_staff_are_sent_to_the_admin_login(alice_client, make_task):

@@ -106,7 +106,10 @@ def test_cancel_mid_stream_keeps_the_partial_text(open_page, slow_server, sample
     expect(incomplete).to_contain_text("Cancelled by you.")
     # Said once, by the notice: no second "Cancelled." line; the focus is on the status.
     expect(page.locator("[data-cancel-outcome]")).to_be_hidden()
-    expect(page.locator("[data-status-region]")).to_be_focused()
+    status = page.locator("[data-status-region]")
+    expect(status).to_be_focused()
+    # Focused after a click: no outlined box (once drawn around the empty rest of the bar).
+    assert status.evaluate("e => getComputedStyle(e).outlineStyle") == "none"
     stream = page.locator("[data-report-stream]")
     expect(stream).to_be_visible()
     kept = stream_text(page)

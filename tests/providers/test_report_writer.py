@@ -197,6 +197,43 @@ def test_a_200k_character_document_completes():
     assert len(report) < 20_000
 
 
+def test_headings_and_names_are_written_as_they_were_without_needless_escapes():
+    source = "# Quarterly review\n\n" + "\n\n".join(
+        f"## {n}. {heading}\n\n{text}"
+        for n, (heading, text) in enumerate(
+            [
+                (
+                    "Summary",
+                    "Revenue grew in the third quarter as plan #2 sold well. "
+                    "Sales of the small plan fell for the second quarter running.",
+                ),
+                (
+                    "Costs",
+                    "Hosting costs rose by a fifth after the data centre moved. "
+                    "Salaries stayed flat because no team grew this quarter.",
+                ),
+                (
+                    "Outlook",
+                    "The board expects steady growth while the market stays calm. "
+                    "A price change is planned for the spring if demand holds.",
+                ),
+            ],
+            start=1,
+        )
+    )
+    report = write_report([SourceDocument("Q3 #2 review.md", source)], "")
+    assert validate_report(report, max_kb=200) == []
+    points = sections(report)["Key points"]
+    assert re.search(r"\*\*\d\. (Summary|Costs|Outlook):\*\*", points), points
+    structure = sections(report)["Document structure"]
+    # Text that needs no escape inside a line is written as it was ("1\\. Summary", "\\#2")…
+    assert "\\" not in report.replace(structure, "")
+    assert "**Q3 #2 review.md**" in structure
+    # …but a list item that starts with "1." would be a list of its own: that one stays escaped.
+    assert "- 1\\. Summary" in structure
+    assert "<ol>" not in render_markdown(report)
+
+
 def test_one_huge_sentence_is_cut_in_the_report():
     report = write_report([SourceDocument("run-on.txt", "word " * 40_000)], "")
     assert validate_report(report, max_kb=200) == []

@@ -1,0 +1,45 @@
+"""The names a report is downloaded under, and the header that carries them (RFC 6266).
+
+A report is named after its first document, as the user named it ("Résumé «final».md" →
+"Résumé «final»-report.md"). The header gives that name as `filename*` (UTF-8) and, for
+clients that read only `filename`, an ASCII stand-in made of the same name's letters.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from urllib.parse import quote
+
+from reports.models import Task
+
+MAX_STEM = 100
+# What an ASCII `filename` keeps: letters, digits and a few marks no system objects to.
+_NOT_PLAIN = re.compile(r"[^A-Za-z0-9._()+,=]+")
+
+
+def report_file_name(task: Task, extension: str = "md") -> str:
+    """Return the name of `task`'s report as a file: `<first document>-report.<extension>`."""
+    first = next(iter(task.documents.all()), None)
+    stem = first.name.rsplit(".", 1)[0] if first is not None else ""
+    # No control character or folder reaches a file name; the rest is the user's.
+    stem = "".join(ch for ch in stem if ch.isprintable() and ch != "/")
+    stem = stem.strip(" .")[:MAX_STEM].strip(" .")
+    return f"{stem or 'report'}-report.{extension}"
+
+
+def ascii_file_name(name: str) -> str:
+    """Return `name` in printable ASCII: accents dropped, every other run of marks one `-`."""
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    stem, dot, extension = plain.rpartition(".")
+    stem = re.sub("-+", "-", _NOT_PLAIN.sub("-", stem if dot else plain)).strip(".-")
+    extension = _NOT_PLAIN.sub("", extension) if dot else ""
+    return f"{stem or 'report'}{'.' + extension if extension else ''}"
+
+
+def attachment(name: str) -> str:
+    """Return a Content-Disposition header that saves the response as `name`."""
+    fallback = ascii_file_name(name)
+    if fallback == name:
+        return f'attachment; filename="{name}"'
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
