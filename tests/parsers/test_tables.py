@@ -74,6 +74,27 @@ def test_a_markdown_pipe_table_is_kept_as_a_table_with_its_rows() -> None:
     assert markdown_to_text(markdown) == "Spending by department.\n\n" + BUDGET_TABLE
 
 
+def test_a_pdf_table_set_in_columns_reaches_the_model_as_a_markdown_table() -> None:
+    rows = [[*row, f"+{n} %"] for n, row in enumerate(BUDGET)]
+    rows[0][-1] = "Change"
+    pdf = samples.columns_pdf(
+        [
+            "Spending by department, as the survey found it.",
+            rows,
+            "Two aligned columns are a list of pairs, not a table:",
+            [["sha256_ctx", "[Context struct]"], ["sha384_ctx", "[Context struct]"]] * 2,
+        ]
+    )
+
+    text = parser_for("budget.pdf").extract(pdf)
+
+    assert (
+        "| Department | 2025 | 2026 | Change |\n| --- | --- | --- | --- |\n"
+        "| Engineering | 350,000 | 412,000 | +1 % |\n| Hosting | 100,000 | 118,000 | +2 % |"
+    ) in _prompt("budget.pdf", text)
+    assert "| sha256_ctx" not in text
+
+
 def test_a_wide_table_is_bounded_and_says_what_it_left_out() -> None:
     header = [f"c{i}" for i in range(30)]
     row = ["x" * 5000] + ["1"] * 29
