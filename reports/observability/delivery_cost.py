@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from django.db.models import Count, Q, Sum
 
-from reports.models import Attempt, Status
+from reports.models import Status
 
 NO_MODEL = "(no model recorded)"
 
@@ -44,31 +44,30 @@ class ModelCost:
 def model_costs(tasks) -> list[ModelCost]:
     """Return the cost per attempt and per delivered report of each model of `tasks`, the
     dearest per delivered report first (models that delivered nothing last)."""
-    counts = (
+    ended = Q(attempts__ended_at__isnull=False)
+    rows = (
         tasks.order_by()
         .values("model")
-        .annotate(tasks=Count("id"), delivered=Count("id", filter=Q(status=Status.SUCCEEDED)))
-    )
-    spent = (
-        Attempt.objects.filter(task__in=tasks.order_by(), ended_at__isnull=False)
-        .order_by()
-        .values("task__model")
-        .annotate(attempts=Count("id"), priced=Count("cost_micros"), spend=Sum("cost_micros"))
-    )
-    by_model = {row["task__model"]: row for row in spent}
-    found = []
-    for row in counts:
-        attempts = by_model.get(row["model"], {})
-        found.append(
-            ModelCost(
-                model=row["model"] or NO_MODEL,
-                tasks=row["tasks"],
-                delivered=row["delivered"],
-                attempts=attempts.get("attempts", 0),
-                unknown=attempts.get("attempts", 0) - attempts.get("priced", 0),
-                spend_micros=attempts.get("spend") or 0,
-            )
+        .annotate(
+            tasks=Count("id", distinct=True),
+            delivered=Count("id", distinct=True, filter=Q(status=Status.SUCCEEDED)),
+            # Not named `attempts`: that would hide the relation from the next two.
+            ended_attempts=Count("attempts", filter=ended),
+            priced=Count("attempts__cost_micros", filter=ended),
+            spend=Sum("attempts__cost_micros", filter=ended),
         )
+    )
+    found = [
+        ModelCost(
+            model=row["model"] or NO_MODEL,
+            tasks=row["tasks"],
+            delivered=row["delivered"],
+            attempts=row["ended_attempts"],
+            unknown=row["ended_attempts"] - row["priced"],
+            spend_micros=row["spend"] or 0,
+        )
+        for row in rows
+    ]
     found = [_with_dearer_than(cost, found) for cost in found]
     return sorted(found, key=lambda c: (c.per_delivered is None, -(c.per_delivered or 0), c.model))
 
