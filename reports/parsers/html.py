@@ -38,8 +38,10 @@ _LINES = frozenset(
     }
 )  # fmt: skip
 _CELLS = frozenset({"td", "th"})
-# A rowspan beyond this is read as this: a crafted one cannot make every later row pad.
+# A rowspan beyond this is read as this; a row's cells past this grid column are not read
+# (the table keeps MAX_COLUMNS of them): crafted spans cannot make every row pad at length.
 _MAX_ROWSPAN = 1000
+_MAX_GRID_COLUMNS = 2 * MAX_COLUMNS
 # Elements that never have content, nor an end tag.
 _VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
@@ -225,6 +227,8 @@ class _VisibleText(HTMLParser):
         row = table.rows[-1]
         self._skip_covered(row)
         for _ in range(table.colspan):
+            if len(row) >= _MAX_GRID_COLUMNS:
+                break  # past what a table keeps, however a crafted page spans its cells
             if table.rowspan > 1:
                 table.covered[len(row)] = table.rowspan - 1
             row.append(text)
@@ -235,7 +239,7 @@ class _VisibleText(HTMLParser):
     def _skip_covered(self, row: list[str]) -> None:
         """Leave empty the columns a cell of a row above still covers (its rowspan)."""
         covered = self._table.covered
-        while covered.get(len(row)):
+        while len(row) < _MAX_GRID_COLUMNS and covered.get(len(row)):
             covered[len(row)] -= 1
             row.append("")
 
