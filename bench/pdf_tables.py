@@ -6,10 +6,10 @@ Reads the corpus's PDFs (tests/fixtures/corpus) and PDFs with known tables, made
 with WeasyPrint from HTML: one with ruled tables (cell borders, as a spreadsheet prints),
 one with the same tables unruled (only whitespace between columns, as most reports set
 them). For each reader: tables found, cells read right (each true cell found, in its row
-and column, in a table found), and the median time per page over --runs reads; the
-layout reader's time is its whole read, text and structure included, pdfplumber's its
-table finding alone. pdfplumber is run with its
-default (ruled) finder and with its text-alignment finder, which unruled tables need.
+and column, in a table found), and the median CPU time per page over --runs reads (CPU
+time, not wall time: the machine may be shared). Reportline's time is its whole read
+(text, layout and tables), pdfplumber's its table finding alone. pdfplumber is run with
+its default (ruled) finder and with its text-alignment finder, which unruled tables need.
 """
 
 from __future__ import annotations
@@ -146,9 +146,9 @@ def measure(runs: int) -> list[dict]:
             read(data)  # imports and caches are not timed
             times = []
             for _ in range(runs):
-                start = time.perf_counter()
+                start = time.process_time()
                 found = read(data)
-                times.append(time.perf_counter() - start)
+                times.append(time.process_time() - start)
             right, cells = _cells_right(found, truth)
             results.append(
                 {
