@@ -208,7 +208,9 @@ class _VisibleText(HTMLParser):
         outside = " ".join("".join(self.parts[table.start :]).split())
         del self.parts[table.start :]
         self._table = None
-        self._tail = "\n\n" if self.parts else ""
+        # The table is a paragraph of its own, also where it began a list item's line.
+        self._tail, self._after_marker = "".join(self.parts[-2:])[-2:], False
+        self._break(2)
         if outside:
             self._write(outside)
             self._break(2)

@@ -64,6 +64,12 @@ def test_an_html_table_keeps_its_header_and_its_columns_through_spanning_cells()
     )
 
 
+def test_a_table_in_a_list_item_stands_as_a_paragraph_of_its_own() -> None:
+    html = "<ul><li><table><tr><th>a</th><th>b</th></tr></table></li><li>next</li></ul>"
+
+    assert html_to_text(html) == "| a | b |\n| --- | --- |\n\n- next"
+
+
 def test_a_markdown_pipe_table_is_kept_as_a_table_with_its_rows() -> None:
     markdown = (
         "Spending by department.\n\n"
