@@ -31,6 +31,7 @@ from reports.models import (
     Task,
 )
 from reports.models.breaker import provider_name
+from reports.observability.delivery_cost import ModelCost, model_costs
 from reports.observability.percentiles import Sample, Summary, summarize
 
 TIMEOUT_ERRORS = (ErrorType.TIMEOUT, ErrorType.STALLED)
@@ -104,6 +105,7 @@ class Figures:
     task_metrics: list[tuple[str, str, str, Summary]]  # key, label, what it measures, summary
     stage_metrics: list[tuple[str, str, str, Summary]]
     rates: list[Rate]
+    model_costs: list[ModelCost]
     circuit: Circuit
 
 
@@ -186,6 +188,7 @@ def figures(window: str, calls: str = DEFAULT_CALLS) -> Figures:
             Rate("cancelled", counts["cancelled"], ended),
             Rate("reconciliation required", counts["reconciliation"], ended),
         ],
+        model_costs=model_costs(tasks),
         circuit=circuit(),
     )
 

@@ -12,9 +12,10 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from reports import budgets
 from reports.auth import ApiError, bearer_token
 from reports.models import ApiToken
-from reports.observability import charts, latency, loop_lag, metrics
+from reports.observability import charts, delivery_cost, latency, loop_lag, metrics
 from reports.observability.percentiles import summarize
 from reports.observability.version import app_version
 
@@ -94,6 +95,7 @@ def latency_page(request: HttpRequest) -> HttpResponse:
             ),
             "task_rows": _rows(figures.task_metrics),
             "stage_rows": _rows(figures.stage_metrics),
+            "cost_rows": _cost_rows(figures.model_costs),
             **_this_process(),
         },
     )
@@ -123,6 +125,28 @@ def _this_process() -> dict:
         "stalls": list(reversed(recent.stalls)),
         "loop_lag_warn_ms": settings.REPORTS_LOOP_LAG_WARN_MS,
     }
+
+
+def _cost_rows(costs: list[delivery_cost.ModelCost]) -> list[dict]:
+    def money(micros: int | None, lower_bound: bool) -> str | None:
+        if micros is None:
+            return None
+        return ("≥ " if lower_bound else "") + budgets.usd(micros, exact=True)
+
+    return [
+        {
+            "model": cost.model,
+            "tasks": cost.tasks,
+            "delivered": cost.delivered,
+            "attempts": cost.attempts,
+            "unknown": cost.unknown,
+            "spend": money(cost.spend_micros, cost.unknown > 0),
+            "per_attempt": money(cost.per_attempt, False),
+            "per_delivered": money(cost.per_delivered, cost.unknown > 0),
+            "dearer_than": ", ".join(cost.dearer_than),
+        }
+        for cost in costs
+    ]
 
 
 def _rows(metrics_: list) -> list[dict]:

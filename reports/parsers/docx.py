@@ -1,4 +1,5 @@
-"""Word .docx: paragraphs and tables in document order, headings as Markdown headings.
+"""Word .docx: paragraphs and tables in document order, headings as Markdown headings,
+tables as Markdown pipe tables.
 
 The title (Title style, else the core properties) is the one level-1 heading; Heading N
 paragraphs become level N + 1.
@@ -18,6 +19,7 @@ from docx.text.paragraph import Paragraph
 
 from reports.parsers import sandbox
 from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
+from reports.parsers.tables import markdown_table
 from reports.parsers.text import EMPTY
 
 ZIP_SIGNATURE = b"PK\x03\x04"
@@ -105,7 +107,7 @@ def check_archive(data: bytes) -> None:
 class DocxParser(Parser):
     extensions = (".docx",)
     media_type = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-    version = "2"
+    version = "3"
 
     def check(self, data: bytes) -> None:
         check_archive(data)
@@ -258,12 +260,18 @@ def _style_name(paragraph: Paragraph, styles: dict[str | None, str]) -> str:
 
 
 def _table_text(table: Table) -> str:
+    # A merged cell is reported once per grid cell it covers: its text goes in the first,
+    # and the others stay empty, so that every row keeps the table's columns.
+    seen: set[object] = set()
     rows = []
     for row in table.rows:
-        cells = [" ".join(_cell_texts(cell.iter_inner_content())) for cell in _unique(row.cells)]
-        if any(cells):
-            rows.append(" | ".join(cells))
-    return "\n".join(rows)
+        cells = []
+        for cell in row.cells:
+            fresh = cell._tc not in seen
+            seen.add(cell._tc)
+            cells.append(" ".join(_cell_texts(cell.iter_inner_content())) if fresh else "")
+        rows.append(cells)
+    return markdown_table(rows)
 
 
 def _cell_texts(blocks: Iterable[Paragraph | Table]) -> Iterator[str]:

@@ -8,10 +8,12 @@ left out.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 from reports.parsers import sandbox
 from reports.parsers.base import InvalidContent, ParseError, Parser
+from reports.parsers.tables import MAX_COLUMNS, markdown_table
 from reports.parsers.text import EMPTY, decode_for_extract, decode_text
 
 NO_VISIBLE_TEXT = "The HTML file has no visible text."
@@ -25,7 +27,7 @@ _HEAD_CONTENT = frozenset(
 )
 # Elements followed by a blank line, and elements that merely start a new line.
 _PARAGRAPHS = frozenset(
-    {"p", "pre", "blockquote", "table", "ul", "ol", "dl", "figure", "hr"}
+    {"p", "pre", "blockquote", "ul", "ol", "dl", "figure", "hr"}
     | {f"h{level}" for level in range(1, 7)}
 )
 _LINES = frozenset(
@@ -36,6 +38,10 @@ _LINES = frozenset(
     }
 )  # fmt: skip
 _CELLS = frozenset({"td", "th"})
+# A rowspan beyond this is read as this; a row's cells past this grid column are not read
+# (the table keeps MAX_COLUMNS of them): crafted spans cannot make every row pad at length.
+_MAX_ROWSPAN = 1000
+_MAX_GRID_COLUMNS = 2 * MAX_COLUMNS
 # Elements that never have content, nor an end tag.
 _VOID = frozenset(
     {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source"}
@@ -66,6 +72,19 @@ _CHECK_PARSE_LIMIT = 16 * 1024
 _TEXT_AFTER_TAG = re.compile(r">\s*[^<\s]")
 
 
+@dataclass
+class _Table:
+    """The outermost open table: its rows, and where in the page's text its cell begins."""
+
+    start: int  # the index in `parts` where the table's text begins
+    rows: list[list[str]] = field(default_factory=list)
+    cell: int | None = None  # the index in `parts` where the open cell's text begins
+    colspan: int = 1
+    rowspan: int = 1
+    covered: dict[int, int] = field(default_factory=dict)  # column: rows a rowspan covers
+    depth: int = 1  # tables open, this one and those nested in its cells
+
+
 class _VisibleText(HTMLParser):
     def __init__(self, *, furniture: bool = True) -> None:
         """`furniture`: leave out what frames the page (menus, sidebars, footers)."""
@@ -80,6 +99,7 @@ class _VisibleText(HTMLParser):
         self._pre_depth = 0
         self._tail = ""  # the last two characters written, to place breaks and spaces
         self._after_marker = False  # a "- " or "# " was written and no text yet
+        self._table: _Table | None = None
         self.title = ""
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
@@ -92,14 +112,15 @@ class _VisibleText(HTMLParser):
                 self._hidden.append(tag)
                 self._open[tag] = self._open.get(tag, 0) + 1
             return
+        if tag == "table" or (self._table is not None and tag in ("tr", *_CELLS)):
+            self._table_tag(tag, attrs)
+            return
         if tag in _PARAGRAPHS:
             self._break(2)
         elif tag in _LINES:
             self._break(1)
         if tag == "pre":
             self._pre_depth += 1
-        elif tag in _CELLS and not self._at_line_start():
-            self._write(" | ")
         elif tag == "li":
             self._write("- ", marker=True)
         elif len(tag) == 2 and tag[0] == "h" and tag[1] in "123456":
@@ -108,6 +129,9 @@ class _VisibleText(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if self._open.get(tag):
             self._close_hidden(tag)
+            return
+        if self._table is not None and tag in ("table", "tr", *_CELLS):
+            self._table_end(tag)
             return
         if tag == "pre" and self._pre_depth:
             self._pre_depth -= 1
@@ -135,6 +159,9 @@ class _VisibleText(HTMLParser):
             self._write(data)
 
     def text(self) -> str:
+        while self._table is not None:  # a table the page never closed ends with it
+            self._table.depth = 1
+            self._table_end("table")
         lines = [line.rstrip() for line in "".join(self.parts).split("\n")]
         lines = [line for line in lines if not _BARE_MARKER.fullmatch(line)]
         if not any(lines):
@@ -154,6 +181,77 @@ class _VisibleText(HTMLParser):
             lines = [line for i, line in enumerate(lines) if i >= end or line != title]
             lines[:0] = [f"# {title}", ""]
         return _BLANK_RUNS.sub("\n\n", "\n".join(lines)).strip()
+
+    def _table_tag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        """Open a table, a row or a cell. A table nested in a cell is read into that
+        cell's text, its cells apart by spaces."""
+        table = self._table
+        if table is None:
+            self._break(2)
+            self._table = _Table(start=len(self.parts))
+            return
+        if table.depth > 1 or tag == "table":
+            table.depth += tag == "table"
+            self._write(" ")
+            return
+        self._close_cell()
+        if tag == "tr" or not table.rows:
+            table.rows.append([])
+        if tag in _CELLS:
+            table.cell = len(self.parts)
+            table.colspan = _span(attrs, "colspan", MAX_COLUMNS)
+            table.rowspan = _span(attrs, "rowspan", _MAX_ROWSPAN)
+            self._tail = ""  # the cell starts a line of its own
+
+    def _table_end(self, tag: str) -> None:
+        table = self._table
+        if table.depth > 1:
+            table.depth -= tag == "table"
+            self._write(" ")
+            return
+        self._close_cell()
+        if tag != "table":
+            return
+        # Text in a table but in no cell (a caption) is said before it, as a browser shows it.
+        outside = " ".join("".join(self.parts[table.start :]).split())
+        del self.parts[table.start :]
+        self._table = None
+        # The table is a paragraph of its own, also where it began a list item's line.
+        self._tail, self._after_marker = "".join(self.parts[-2:])[-2:], False
+        self._break(2)
+        if outside:
+            self._write(outside)
+            self._break(2)
+        if text := markdown_table(table.rows):
+            self.has_text = True
+            self._write(text)
+        self._break(2)
+
+    def _close_cell(self) -> None:
+        """Take the open cell's text out of the page's text into its row."""
+        table = self._table
+        if table.cell is None:
+            return
+        text = "".join(self.parts[table.cell :])
+        del self.parts[table.cell :]
+        row = table.rows[-1]
+        self._skip_covered(row)
+        for _ in range(table.colspan):
+            if len(row) >= _MAX_GRID_COLUMNS:
+                break  # past what a table keeps, however a crafted page spans its cells
+            if table.rowspan > 1:
+                table.covered[len(row)] = table.rowspan - 1
+            row.append(text)
+            text = ""  # a cell that spans columns says its text once
+        self._skip_covered(row)
+        table.cell = None
+
+    def _skip_covered(self, row: list[str]) -> None:
+        """Leave empty the columns a cell of a row above still covers (its rowspan)."""
+        covered = self._table.covered
+        while len(row) < _MAX_GRID_COLUMNS and covered.get(len(row)):
+            covered[len(row)] -= 1
+            row.append("")
 
     def _frames(self, tag: str, attrs: list[tuple[str, str | None]]) -> bool:
         """Tell whether the element frames the page rather than says something."""
@@ -191,6 +289,12 @@ def _site_parts(title: str) -> tuple[str, str]:
     """Return the first and the last part of a title made of parts, or two empty strings."""
     parts = _TITLE_PARTS.split(title)
     return (parts[0], parts[-1]) if len(parts) > 1 else ("", "")
+
+
+def _span(attrs: list[tuple[str, str | None]], name: str, limit: int) -> int:
+    """Return a cell's colspan or rowspan, from 1 to `limit` (1 when unreadable)."""
+    value = dict(attrs).get(name) or ""
+    return min(int(value), limit) if value.strip().isdigit() and int(value) > 0 else 1
 
 
 def _is_furniture(attrs: list[tuple[str, str | None]]) -> bool:
@@ -243,7 +347,7 @@ def has_visible_text(html: str) -> bool:
 class HtmlParser(Parser):
     extensions = (".html",)
     media_type = "text/html"
-    version = "5"
+    version = "6"
 
     def check(self, data: bytes) -> None:
         html = decode_text(data)

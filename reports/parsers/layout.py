@@ -16,6 +16,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from reports.parsers.pdf_tables import tables_of
+from reports.parsers.tables import markdown_table
 from reports.parsers.text import join_wrapped
 
 # A line bigger than the body text by this factor is a heading candidate.
@@ -70,6 +72,7 @@ class Line:
     left: float
     bold: bool = False
     mono: bool = False
+    cells: tuple = ()  # its `pdf_tables.Cell`s when it reads as a table's row
 
 
 @dataclass(frozen=True)
@@ -269,8 +272,16 @@ def _blocks(
         if number in dropped:
             continue
         spacing = _line_spacing(page)
+        tables = tables_of(page)
         new_page = True
         for line in page:
+            if id(line) in tables:
+                if rows := tables[id(line)]:
+                    flush()
+                    mark(number, blocks)
+                    blocks.append(markdown_table(rows))
+                    heading_line, previous, new_page = 0, None, False
+                continue
             text = _clean(line.text)
             if (
                 id(line) in title_lines

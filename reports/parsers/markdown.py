@@ -12,6 +12,7 @@ from markdown_it.token import Token
 from reports.parsers import sandbox
 from reports.parsers.base import ParseError
 from reports.parsers.html import html_to_text
+from reports.parsers.tables import markdown_table
 from reports.parsers.text import NO_TEXT, TextParser, decode_for_extract, fenced
 
 _MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
@@ -23,10 +24,11 @@ _MARKDOWN.validateLink = lambda _url: True
 
 
 def markdown_to_text(markdown: str) -> str:
-    """Return `markdown` as structured text: headings as "#" lines, lists, tables, fences."""
+    """Return `markdown` as structured text: headings as "#" lines, lists, pipe tables,
+    fences."""
     blocks: list[str] = []
     lists: list[str] = []  # the open lists' markers, innermost last
-    row: list[str] = []
+    rows: list[list[str]] = []  # the table being read
     heading = 0  # the level of the heading being read, 0 outside one
     in_cell = item_opened = False
     for token in _MARKDOWN.parse(markdown):
@@ -45,12 +47,14 @@ def markdown_to_text(markdown: str) -> str:
             in_cell = True
         elif kind in ("th_close", "td_close"):
             in_cell = False
-        elif kind == "tr_close":
-            if any(row):
-                blocks.append(" | ".join(row))
-            row = []
+        elif kind == "tr_open":
+            rows.append([])
+        elif kind == "table_close":
+            if table := markdown_table(rows):
+                blocks.append(table)
+            rows = []
         elif kind == "inline" and in_cell:
-            row.append(_inline_text(token))
+            rows[-1].append(_inline_text(token))
         elif kind == "inline" and (text := _inline_text(token)):
             if heading:
                 blocks.append("#" * heading + " " + text)
@@ -81,7 +85,7 @@ def _inline_text(token: Token) -> str:
 
 
 def _join(blocks: list[str]) -> str:
-    # List items and table rows stay on consecutive lines; other blocks are paragraphs.
+    # List items stay on consecutive lines; other blocks (a table too) are paragraphs.
     out: list[str] = []
     previous = None
     for block in blocks:
@@ -96,8 +100,6 @@ def _join(blocks: list[str]) -> str:
 def _line_kind(block: str) -> str | None:
     if block.lstrip().startswith(("- ", "1. ")):
         return "item"
-    if " | " in block and "\n" not in block:
-        return "row"
     return None
 
 
@@ -106,7 +108,7 @@ class MarkdownParser(TextParser):
 
     extensions = (".md",)
     media_type = "text/markdown"
-    version = "2"
+    version = "3"
 
     def extract(self, data: bytes) -> str:
         # A crafted text can make a Markdown parser's time grow much faster than its size:

@@ -199,16 +199,20 @@ def _split(block: str, max_chars: int, first: int) -> list[str]:
     """Return `block` in pieces of at most `max_chars` (the first at most `first`).
 
     Each is cut at the last sentence end in the second half of its room, else at the
-    last line break there, else at the last space, else at the bound.
+    last line break there, else at the last space, else at the bound. A table is cut
+    between rows wherever its room ends, and inside a row only when one row is longer
+    than the room.
     """
+    table = _is_table(block)
+    boundaries = (_LINE_END, _SPACE) if table else (_SENTENCE_END, _LINE_END, _SPACE)
     pieces = []
     start, room = 0, first
     while len(block) - start > room:
         end = start + room
         cut_at = None
-        for boundary in (_SENTENCE_END, _LINE_END, _SPACE):
+        for boundary in boundaries:
             ends = [m.end() for m in boundary.finditer(block, start + 1, end + 1) if m.end() <= end]
-            if ends and (boundary is _SPACE or ends[-1] - start >= room // 2):
+            if ends and (boundary is _SPACE or table or ends[-1] - start >= room // 2):
                 cut_at = ends[-1]
                 break
         if cut_at is None:
@@ -220,3 +224,8 @@ def _split(block: str, max_chars: int, first: int) -> list[str]:
         room = max_chars
     pieces.append(block[start:])
     return pieces
+
+
+def _is_table(block: str) -> bool:
+    """Tell whether the block is a pipe table (docs/parsers.md): every line a row."""
+    return all(line.startswith("|") for line in block.split("\n"))

@@ -8,7 +8,7 @@ import re
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 
-from reports.parsers import sandbox
+from reports.parsers import pdf_tables, sandbox
 from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
 from reports.parsers.layout import Line, OutlineEntry, structure
 from reports.parsers.text import EMPTY
@@ -36,7 +36,7 @@ _MONO_NAME = re.compile(r"mono|courier|typewriter|cmtt|consol|menlo|code", re.IG
 class PdfParser(Parser):
     extensions = (".pdf",)
     media_type = "application/pdf"
-    version = "6"
+    version = "7"
 
     def check(self, data: bytes) -> None:
         if not data.strip():
@@ -91,14 +91,16 @@ def _page_lines(page: pypdfium2.PdfPage) -> list[Line]:
         font = name.value.decode("latin-1")
         weights = [pdfium_c.FPDFText_GetFontWeight(textpage.raw, i) for i in (first, last)]
         left, _bottom, _right, top = textpage.get_charbox(first)
+        size = round(pdfium_c.FPDFText_GetFontSize(textpage.raw, first), 1)
         lines.append(
             Line(
                 text=raw.strip(),
-                size=round(pdfium_c.FPDFText_GetFontSize(textpage.raw, first), 1),
+                size=size,
                 top=top,
                 left=left,
                 bold=all(w >= _BOLD_WEIGHT for w in weights) or bool(_BOLD_NAME.search(font)),
                 mono=bool(flags.value & _FIXED_PITCH) or bool(_MONO_NAME.search(font)),
+                cells=pdf_tables.cells_of(textpage, first, last - first + 1, size),
             )
         )
     return lines

@@ -1,9 +1,10 @@
 """What a table of a document holds, in one sentence: its caption (else its header), its
 largest figure and its biggest change.
 
-The parsers write a table as rows of cells separated by " | " (docs/parsers.md); a
-Markdown table's outer pipes and separator row are allowed too. Figures are read as a
-reader reads them: "412,000", "1.5", "-3", "+18 %", "$1,200".
+The parsers write a table as a Markdown pipe table (docs/parsers.md): a header row, a
+separator row, then rows, a `|` inside a cell escaped as `\\|`; rows of cells separated by
+" | " without the outer pipes (plain text) are read too. Figures are read as a reader reads
+them: "412,000", "1.5", "-3", "+18 %", "$1,200".
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ CAPTION_CHARS = 120
 CELL_CHARS = 60
 
 _SEPARATOR_ROW = re.compile(r"\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?")
+_CELL_EDGE = re.compile(r"(?<!\\)\|")  # a pipe that is not escaped
 _CAPTION = re.compile(r"(?:table|tab\.)\s*[\w.\-]*\s*[:.\u2013\u2014-]\s*\S", re.IGNORECASE)
 # A figure fills its cell: an optional sign or currency, digits grouped by commas, a
 # fraction, an optional unit or percent sign.
@@ -41,11 +43,21 @@ def rows_of(block: list[str]) -> list[list[str]] | None:
             continue
         if " | " not in line and not line.strip().startswith("|"):
             return None
-        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+        rows.append([_unescaped(cell) for cell in _CELL_EDGE.split(_outer_pipes_off(line))])
     width = len(rows[0]) if rows else 0
     if len(rows) < MIN_ROWS or width < MIN_CELLS or any(len(row) != width for row in rows):
         return None
     return rows
+
+
+def _outer_pipes_off(line: str) -> str:
+    line = line.strip()
+    line = line.removeprefix("|")
+    return line[:-1] if line.endswith("|") and not line.endswith("\\|") else line
+
+
+def _unescaped(cell: str) -> str:
+    return cell.strip().replace("\\|", "|")
 
 
 def is_caption(text: str) -> bool:

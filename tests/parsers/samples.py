@@ -69,6 +69,21 @@ def text_pdf(*pages: str) -> bytes:
     return pdf_with_pages(contents, b"<< /Font << /F1 3 0 R >> >>", [font])
 
 
+def columns_pdf(blocks: Sequence[str | Sequence[Sequence[str]]], column_pt: int = 110) -> bytes:
+    """Return a one-page PDF in Helvetica: each block a line of text, or rows of cells set
+    in columns `column_pt` apart (a table with no rules, as most reports print them)."""
+    font = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>"
+    drawn, top = [], 720
+    for block in blocks:
+        for row in [[block]] if isinstance(block, str) else block:
+            for column, cell in enumerate(row):
+                x = 72 + column * column_pt
+                drawn.append(b"BT /F1 10 Tf %d %d Td %s Tj ET" % (x, top, _pdf_literal(cell)))
+            top -= 14
+        top -= 10
+    return pdf_with_pages([b"\n".join(drawn)], b"<< /Font << /F1 3 0 R >> >>", [font])
+
+
 def image_pdf() -> bytes:
     """Return a one-page PDF that shows a 2x2 grey image and has no text at all."""
     image = _stream(

@@ -29,7 +29,7 @@ def test_blocks_become_lines_and_headings_markdown_headings() -> None:
 
     assert html_to_text(html) == (
         "# Main title\n\nFirst & bold paragraph.\n\na\nb\n\n#### Sub\n\n"
-        "- one\n- two\n\nA | B\n1 | 2"
+        "- one\n- two\n\n| A | B |\n| --- | --- |\n| 1 | 2 |"
     )
 
 

@@ -37,6 +37,6 @@ print("hi")
 """
 
     assert markdown_to_text(markdown) == (
-        "## Use\n\n- one\n- two\n  - nested\n\nA | B\n1 | 2\n\n"
+        "## Use\n\n- one\n- two\n  - nested\n\n| A | B |\n| --- | --- |\n| 1 | 2 |\n\n"
         '```\n# not a heading\nprint("hi")\n```'
     )

@@ -90,3 +90,9 @@ def test_a_markdown_table_and_a_table_of_words_are_described_without_figures():
 def test_lines_that_are_not_all_rows_are_no_table():
     assert rows_of(["a | b", "just a sentence"]) is None
     assert rows_of(["a | b", "c | d | e"]) is None
+
+
+def test_a_pipe_inside_a_cell_stays_in_its_cell():
+    rows = rows_of(["| Plan | Cost |", "| --- | --- |", "| A \\| B | 1,200 |", "| C |  |"])
+
+    assert rows == [["Plan", "Cost"], ["A | B", "1,200"], ["C", ""]]
