@@ -12,14 +12,16 @@ block, as the user's request. No tools are offered.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
 from collections.abc import Sequence
 
+from reports import wording
 from reports.providers.base import CHARS_PER_TOKEN, GenerationRequest, SourceDocument, Usage
 
-PROMPT_VERSION = "report-3"
+PROMPT_VERSION = "report-4"
 
 # What a call writes (GenerationRequest.purpose), and FINAL: the report of a plan, written
 # from its notes.
@@ -203,7 +205,7 @@ def _cut(doc: SourceDocument, limit: int) -> SourceDocument:
     boundary = max(text.rfind(" "), text.rfind("\n"))
     if boundary >= limit - CUT_LOOKBACK_CHARS and boundary > 0:
         text = text[:boundary]
-    return SourceDocument(doc.name, text, full_chars=doc.full_chars or len(doc.text))
+    return dataclasses.replace(doc, text=text, full_chars=doc.full_chars or len(doc.text))
 
 
 def build_messages(request: GenerationRequest) -> list[dict[str, str]]:
@@ -217,6 +219,11 @@ def build_messages(request: GenerationRequest) -> list[dict[str, str]]:
         user = passages_message(request.passages, request.instructions, kind)
     else:
         user = user_message(request.documents, request.instructions)
+    if request.read_by_ocr and kind in (REPORT, FINAL):
+        user = (
+            f"{wording.read_by_ocr(request.read_by_ocr)} Their text comes from scanned images "
+            "and may hold recognition errors: say so in the Summary.\n\n" + user
+        )
     messages = [{"role": "system", "content": _SYSTEM[kind]}, {"role": "user", "content": user}]
     if request.prefill:  # the answer so far: the model continues it
         messages.append({"role": "assistant", "content": request.prefill})

@@ -139,7 +139,10 @@ def request_for(
     notes: dict[str, str],
     documents: tuple[SourceDocument, ...] = (),
 ) -> GenerationRequest:
-    """Return the request of one call of the plan: what it reads and how much it may write."""
+    """Return the request of one call of the plan: what it reads and how much it may write.
+
+    `documents` are the task's, read: the report's call says which pages were read by OCR."""
+    read_by_ocr = tuple((doc.name, doc.ocr_pages) for doc in documents if doc.ocr_pages)
     common = {
         "task_id": task.task_id,
         "attempt_number": task.attempt_number,
@@ -152,6 +155,7 @@ def request_for(
             documents=documents,
             passages=tuple(passages),
             max_output_tokens=plan.report_tokens,
+            read_by_ocr=read_by_ocr,
         )
     if step.kind == PART:
         read = tuple(p for p in passages if step.first <= p.number <= step.last)
@@ -169,4 +173,5 @@ def request_for(
         purpose=REPORT if final else COMBINE,
         notes=tuple(notes[key] for key in step.reads),
         max_output_tokens=plan.report_tokens if final else plan.notes_tokens,
+        read_by_ocr=read_by_ocr if final else (),
     )

@@ -21,8 +21,8 @@ GENEROUS = Limits(cpu_s=30, memory_mb=1024, wall_s=60)
 
 
 def test_the_child_returns_the_documents_text():
-    text = run("reports.parsers.pdf.document_text", samples.text_pdf("One", "Two"), GENEROUS)
-    assert text.split() == ["One", "Two"]
+    answer = run("reports.parsers.pdf.document_text", samples.text_pdf("One", "Two"), GENEROUS)
+    assert answer == {"text": "One \fTwo", "ocr_pages": []}
 
 
 def test_a_parse_error_in_the_child_reaches_the_caller_with_its_message():
@@ -83,7 +83,10 @@ def test_a_child_that_allocates_without_end_is_stopped_at_its_memory_limit():
     with pytest.raises(ParseError, match="too much memory"):
         run("tests.security.hostile.allocate_without_end", b"", limits)
     # The same limit leaves room for reading an ordinary document.
-    assert run("reports.parsers.pdf.document_text", samples.text_pdf("Fine"), limits) == "Fine"
+    assert run("reports.parsers.pdf.document_text", samples.text_pdf("Fine"), limits) == {
+        "text": "Fine",
+        "ocr_pages": [],
+    }
 
 
 def test_the_child_reads_at_a_lower_cpu_priority_than_the_server():
