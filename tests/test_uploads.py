@@ -380,7 +380,8 @@ def test_several_files_of_different_types_make_one_report(alice_client, worker):
 
 
 def test_an_image_only_pdf_is_accepted_then_fails_as_invalid_input(alice_client, worker):
-    response = submit(alice_client, upload("scan.pdf", samples.image_pdf()))
+    # A scan OCR finds nothing in.
+    response = submit(alice_client, upload("scan.pdf", samples.blank_scan_pdf()))
     assert response.status_code == 201
     assert response.json()["status"] == "queued"
 

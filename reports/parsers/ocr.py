@@ -2,7 +2,8 @@
 page as PDFium renders it, in the parse sandbox's child.
 
 A page is scanned when its text layer holds almost nothing (fewer than MIN_TEXT_CHARS
-characters other than spaces) and it shows an image. Each such page costs a render, in
+characters other than spaces) and images cover at least SCAN_SHARE of it (a cover page with
+a title and a logo is not a scan). Each such page costs a render, in
 grayscale at DPI (fewer dots for a page too big to render whole within MAX_PIXELS), and one
 `tesseract` run: a second or two of one core for a page of text. Tesseract inherits the
 child's rlimits, niceness and process group (reports/parsers/sandbox.py), runs one thread,
@@ -12,6 +13,7 @@ read. A document with more than MAX_PAGES such pages is refused before any is re
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 
@@ -24,6 +26,10 @@ LANGUAGE = "eng"
 DPI = 250
 MAX_PIXELS = 25_000_000  # an A3 page at 300 dpi is about 17 million
 MIN_TEXT_CHARS = 20
+SCAN_SHARE = 0.5
+# A page's images looked at, at most, to find its share covered (a scan is one image, or a
+# few strips).
+MAX_IMAGES = 64
 MAX_PAGES = 50
 PAGE_S = 20  # one page's Tesseract run, and what it adds to the parse's wall-clock limit
 
@@ -39,11 +45,16 @@ PAGE_TOO_SLOW = "OCR took too long to read page {page}; the scan may be damaged 
 
 
 def is_scanned(page: pypdfium2.PdfPage, text: str) -> bool:
-    """Whether the page's text layer is (almost) empty while it shows an image."""
+    """Whether the page's text layer is (almost) empty while images cover much of it."""
     if sum(not c.isspace() for c in text) >= MIN_TEXT_CHARS:
         return False
+    width, height = page.get_size()
+    covered = 0.0
     images = page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,))
-    return next(images, None) is not None
+    for image in itertools.islice(images, MAX_IMAGES):
+        left, bottom, right, top = image.get_bounds()
+        covered += max(right - left, 0) * max(top - bottom, 0)
+    return covered >= SCAN_SHARE * width * height
 
 
 def page_text(page: pypdfium2.PdfPage, number: int) -> str:

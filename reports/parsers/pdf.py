@@ -21,8 +21,8 @@ SIGNATURE_WINDOW = 1024
 
 PROTECTED = "The PDF is password-protected; upload a copy without a password."
 NO_TEXT_LAYER = (
-    "The PDF has no text layer, and OCR found no text in its images (a scan may be blank "
-    "or too faint); upload a PDF with selectable text, or a clearer scan."
+    "The PDF has no text layer, and OCR found no text in it (a scan may be blank, faint or "
+    "too small to read); upload a PDF with selectable text, or a clearer scan."
 )
 UNREADABLE = "The PDF could not be read; it may be damaged. Try saving or exporting it again."
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -52,7 +52,11 @@ def test_a_pdf_encrypted_only_against_editing_is_read() -> None:
     assert parser.extract(pdf) == "Readable text"
 
 
-@pytest.mark.parametrize("pdf", [samples.image_pdf(), samples.blank_pdf()], ids=["image", "blank"])
+@pytest.mark.parametrize(
+    "pdf",
+    [samples.image_pdf(), samples.blank_pdf(), samples.blank_scan_pdf()],
+    ids=["image", "blank", "blank-scan"],
+)
 def test_a_pdf_without_a_text_layer_cannot_be_parsed(pdf: bytes) -> None:
     parser.check(pdf)
     with pytest.raises(ParseError, match="no text layer, and OCR found no text"):
@@ -76,9 +80,9 @@ def test_only_the_scanned_page_of_a_pdf_is_read_by_ocr() -> None:
 
 
 def test_a_pdf_with_more_scanned_pages_than_ocr_reads_is_refused_before_any_is_read() -> None:
-    pages = [samples.image_pdf()] * (ocr.MAX_PAGES + 1)
+    pdf = samples.blank_scan_pdf(ocr.MAX_PAGES + 1)
     with pytest.raises(ParseError, match=f"{ocr.MAX_PAGES + 1} scanned pages"):
-        parser.extract(samples.joined_pdf(*pages))
+        parser.extract(pdf)
 
 
 @pytest.mark.parametrize(
