@@ -48,6 +48,9 @@ TOO_BIG = (
     "The document needs too much memory to read; it may be malformed or built to exhaust readers."
 )
 CRASHED = "The document could not be read; it may be damaged. Try saving or exporting it again."
+# What the child may `tell`: a line of at most NEWS_CHARS, its label cut to LABEL_CHARS.
+NEWS_CHARS = 4096
+LABEL_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -170,10 +173,11 @@ class _Deadline:
 def _listen(news: int, deadline: _Deadline, listener: Callable[[str], None] | None) -> None:
     """Read the child's `tell` lines until it closes the pipe; pass them on."""
     with os.fdopen(news, "rb") as pipe:
-        for line in pipe:
+        # A line longer than NEWS_CHARS is read in pieces, none of them JSON: ignored.
+        while line := pipe.readline(NEWS_CHARS):
             try:
                 said = json.loads(line)
-                label, more = str(said["label"]), float(said["more_wall_s"])
+                label, more = str(said["label"])[:LABEL_CHARS], float(said["more_wall_s"])
             except (ValueError, KeyError, TypeError):
                 continue  # not ours to trust: the wall-clock limit stands
             deadline.grant(more)
