@@ -219,11 +219,8 @@ def build_messages(request: GenerationRequest) -> list[dict[str, str]]:
         user = passages_message(request.passages, request.instructions, kind)
     else:
         user = user_message(request.documents, request.instructions)
-    if request.read_by_ocr and kind in (REPORT, FINAL):
-        user = (
-            f"{wording.read_by_ocr(request.read_by_ocr)} Their text comes from scanned images "
-            "and may hold recognition errors: say so in the Summary.\n\n" + user
-        )
+    if kind in (REPORT, FINAL):
+        user = ocr_note(request.read_by_ocr) + user
     messages = [{"role": "system", "content": _SYSTEM[kind]}, {"role": "user", "content": user}]
     if request.prefill:  # the answer so far: the model continues it
         messages.append({"role": "assistant", "content": request.prefill})
@@ -245,12 +242,28 @@ def passage_chars(passage) -> int:
     return len(passage_block(passage)) + 2
 
 
-def frame_chars(kind: str, instructions: str) -> int:
+def ocr_note(read_by_ocr: Sequence[tuple[str, Sequence[int]]]) -> str:
+    """Return what opens the prompt of a call that writes the report when pages were read
+    by OCR (GenerationRequest.read_by_ocr), else ""."""
+    said = wording.read_by_ocr([(_one_line(name), pages) for name, pages in read_by_ocr])
+    if not said:
+        return ""
+    return (
+        f"{said} Their text comes from scanned images and may hold recognition errors: "
+        "say so in the Summary.\n\n"
+    )
+
+
+def frame_chars(
+    kind: str, instructions: str, read_by_ocr: Sequence[tuple[str, Sequence[int]]] = ()
+) -> int:
     """Return the length of a prompt of this kind without its passages or notes."""
     if kind in (FINAL, COMBINE):
         user = notes_message((), instructions)
     else:
         user = passages_message((), instructions, kind)
+    if kind in (REPORT, FINAL):
+        user = ocr_note(read_by_ocr) + user
     return len(_SYSTEM[kind]) + len(user)
 
 

@@ -249,7 +249,9 @@ class AttemptRun:
             chars_per_token=await self.provider.chars_per_token(sample),
             max_calls=settings.REPORTS_MAX_PARTS,
         )
-        plan = await threads.in_blocking_pool(planning.make)(passages, task.instructions, counting)
+        plan = await threads.in_blocking_pool(planning.make)(
+            passages, task.instructions, counting, plan_store.ocr_pages_of(documents)
+        )
         if not await threads.on_shared_db(plan_store.store_plan)(self.claim, plan):
             raise LeaseLost(self.task_id)
         return plan

@@ -6,6 +6,7 @@ Short statements only: the plan and the passages are computed before, off the da
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -131,6 +132,11 @@ def _holds(task_id, epoch: int) -> bool:
     )
 
 
+def ocr_pages_of(documents: Sequence[SourceDocument]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Return the documents' pages read by OCR, as a report's request carries them."""
+    return tuple((doc.name, doc.ocr_pages) for doc in documents if doc.ocr_pages)
+
+
 def request_for(
     task: TaskInput,
     step: Step,
@@ -142,7 +148,7 @@ def request_for(
     """Return the request of one call of the plan: what it reads and how much it may write.
 
     `documents` are the task's, read: the report's call says which pages were read by OCR."""
-    read_by_ocr = tuple((doc.name, doc.ocr_pages) for doc in documents if doc.ocr_pages)
+    read_by_ocr = ocr_pages_of(documents)
     common = {
         "task_id": task.task_id,
         "attempt_number": task.attempt_number,
