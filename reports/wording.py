@@ -7,6 +7,7 @@ pages show the same words, so a failure reads alike wherever it is read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from django.utils.timezone import localtime
@@ -141,6 +142,45 @@ def progress(kind: str, number: int, of: int, label: str) -> str:
 
 # A `progress` event's label while the model reads the report's prompt.
 READING = "The model is reading your document"
+# A report's note on the pages read by OCR names this many documents at most.
+OCR_NOTE_DOCUMENTS = 5
+
+
+def read_by_ocr(documents: Sequence[tuple[str, Sequence[int]]]) -> str:
+    """Say which pages of which documents were read by OCR: "Pages 1-3 and 7 of scan.pdf
+    were read by OCR." (a sentence; "" when none were)."""
+    listed = [(name, pages) for name, pages in documents if pages]
+    said = [
+        f"{_page_ranges(pages)} of {' '.join(name.split())}"
+        for name, pages in listed[:OCR_NOTE_DOCUMENTS]
+    ]
+    if len(listed) > OCR_NOTE_DOCUMENTS:
+        said.append(f"pages of {len(listed) - OCR_NOTE_DOCUMENTS} more documents")
+    if not said:
+        return ""
+    pages = listed[0][1]
+    verb = "was" if len(listed) == 1 and len(pages) == 1 else "were"
+    sentence = f"{'; '.join(said)} {verb} read by OCR."
+    return sentence[0].upper() + sentence[1:]
+
+
+# Page ranges named at most: a document that alternates scanned and typed pages is
+# summed up after this many.
+OCR_NOTE_RANGES = 8
+
+
+def _page_ranges(pages: Sequence[int]) -> str:
+    runs: list[list[int]] = []
+    for page in sorted(set(pages)):
+        if runs and page == runs[-1][1] + 1:
+            runs[-1][1] = page
+        else:
+            runs.append([page, page])
+    named = [f"{a}" if a == b else f"{a}\u2013{b}" for a, b in runs[:OCR_NOTE_RANGES]]
+    if len(runs) > OCR_NOTE_RANGES:
+        named.append(f"{sum(b - a + 1 for a, b in runs[OCR_NOTE_RANGES:])} more")
+    listing = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+    return f"{'page' if len(set(pages)) == 1 else 'pages'} {listing}"
 
 
 def reading(tokens_read: int | None, tokens_total: int | None) -> str:

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 from reports.parsers import planning
 from reports.parsers.passages import Passage
-from reports.providers.base import GenerationRequest
+from reports.providers import prompts
+from reports.providers.base import GenerationRequest, SourceDocument
 from reports.providers.prompts import build_messages
-from reports.worker.plan_store import TaskInput, request_for
+from reports.worker.plan_store import TaskInput, ocr_pages_of, request_for
 
 TASK = TaskInput("t", 1, "Focus on the encoding rules.", "ok")
 
@@ -37,17 +38,20 @@ passage_lists = st.lists(
     context=st.integers(3_000, 40_000),
     output=st.integers(500, 2_000),
     chars_per_token=st.sampled_from([1.0, 2.5, 3.0]),
+    scanned=st.lists(st.integers(1, 200), max_size=40),
 )
 def test_every_passage_is_in_one_part_in_order_and_every_call_fits(
-    passages, context, output, chars_per_token
+    passages, context, output, chars_per_token, scanned
 ):
     counting = planning.Counting(context, output, chars_per_token, max_calls=10_000)
+    # The report's call also says which pages were read by OCR.
+    documents = (SourceDocument("manual.pdf", "", ocr_pages=tuple(sorted(set(scanned)))),)
     try:
-        plan = planning.make(passages, TASK.instructions, counting)
+        plan = planning.make(passages, TASK.instructions, counting, ocr_pages_of(documents))
     except planning.TooLong:
         return  # a window too small for one passage and its notes
     if plan.single:
-        request = request_for(TASK, plan.final, plan, passages, {})
+        request = request_for(TASK, plan.final, plan, passages, {}, documents)
         assert prompt_chars(request) <= counting.input_chars(output)
         return
     parts = [step for step in plan.steps if step.kind == planning.PART]
@@ -61,11 +65,29 @@ def test_every_passage_is_in_one_part_in_order_and_every_call_fits(
     notes = {step.key: longest for step in plan.steps}
     for step in plan.steps:
         if step.kind != planning.PART:
-            request = request_for(TASK, step, plan, passages, notes)
+            request = request_for(TASK, step, plan, passages, notes, documents)
             assert prompt_chars(request) <= counting.input_chars(request.max_output_tokens)
     read = [key for step in plan.steps for key in step.reads]
     assert sorted(read) == sorted(step.key for step in plan.notes_steps)  # each read once
     assert planning.Plan.from_json(plan.as_json()) == plan
+
+
+def test_a_prompt_that_fits_only_without_the_ocr_note_is_not_one_call():
+    passages = [passage(n, 1000, None, n) for n in range(1, 4)]
+    documents = (SourceDocument("manual.pdf", "", ocr_pages=(1, 2, 3)),)
+    whole = prompts.frame_chars(prompts.REPORT, TASK.instructions) + sum(
+        prompts.passage_chars(p) for p in passages
+    )
+    # A window the documents fill to the last character, without the note.
+    counting = planning.Counting(whole + 1_024 + planning.TEMPLATE_TOKENS, 1_024, 1.0, 64)
+    assert planning.make(passages, TASK.instructions, counting).single
+
+    plan = planning.make(passages, TASK.instructions, counting, ocr_pages_of(documents))
+    assert not plan.single
+    longest = "x" * plan.notes_tokens
+    notes = {step.key: longest for step in plan.steps}
+    request = request_for(TASK, plan.final, plan, passages, notes, documents)
+    assert prompt_chars(request) <= counting.input_chars(request.max_output_tokens)
 
 
 def test_a_part_is_labelled_by_its_sections_else_its_pages():

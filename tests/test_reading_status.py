@@ -45,6 +45,17 @@ def test_a_plans_final_call_keeps_its_count_of_calls(alice):
     assert "100 of 900 tokens</span>" in html and "data-reading-eta" not in html
 
 
+def test_while_a_scan_is_read_by_ocr_the_status_line_says_which_page(alice):
+    # The parse's progress: no plan yet, so no calls to count.
+    progress = events.Progress(0, 0, "Reading page 3 of 50 by OCR", None)
+    html = status_line(make_submission(alice), progress)
+    assert (
+        '<span data-progress data-done="0" data-total="0">Reading page 3 of 50 by OCR</span>'
+        in (html)
+    )
+    assert "calls done" not in html and "the model is reading" not in html
+
+
 def test_before_any_word_from_the_model_it_is_reading_not_writing(alice):
     html = status_line(make_submission(alice), None)
     assert "the model is reading your document…" in html and "writing" not in html

@@ -9,8 +9,9 @@ import re
 import pytest
 from django.test import Client
 
-from reports import storage
+from reports import events, storage
 from reports.models import Document, Task
+from reports.streaming.follower import events_after
 from tests.helpers import (
     SAMPLE,
     assert_refused,
@@ -379,7 +380,8 @@ def test_several_files_of_different_types_make_one_report(alice_client, worker):
 
 
 def test_an_image_only_pdf_is_accepted_then_fails_as_invalid_input(alice_client, worker):
-    response = submit(alice_client, upload("scan.pdf", samples.image_pdf()))
+    # A scan OCR finds nothing in.
+    response = submit(alice_client, upload("scan.pdf", samples.blank_scan_pdf()))
     assert response.status_code == 201
     assert response.json()["status"] == "queued"
 
@@ -389,8 +391,33 @@ def test_an_image_only_pdf_is_accepted_then_fails_as_invalid_input(alice_client,
     assert body["status"] == "failed"
     assert body["error"]["type"] == "invalid_input"
     assert "scan.pdf" in body["error"]["message"]
-    assert "text layer" in body["error"]["message"]
+    assert "OCR found no text" in body["error"]["message"]
     assert body["partial"] is False and body["result"] is None
+
+
+def test_a_scanned_pdf_is_read_by_ocr_page_by_page_and_the_report_says_so(alice_client, worker):
+    pdf = samples.scanned_pdf(
+        "Tidal energy in small harbours.\nThe turbines ran for eight hours.",
+        "The harbour master kept the logbook.",
+    )
+    response = submit(alice_client, upload("scan.pdf", pdf))
+    task_id = response.json()["task_id"]
+
+    run_all(worker)
+
+    body, report = report_of(alice_client, task_id)
+    assert body["status"] == "succeeded", body["error"]
+    found, _ = events_after(task_id, 0)
+    assert [e.data["label"] for e in found if e.type == events.PROGRESS][:2] == [
+        "Reading page 1 of 2 by OCR",
+        "Reading page 2 of 2 by OCR",
+    ]
+    summary = report.split("## Summary\n\n", 1)[1].split("\n## ", 1)[0]
+    assert "Pages 1\u20132 of **scan.pdf** were read by OCR." in summary
+    # The OCR'd text is cited like any other: its passage knows its page.
+    source = alice_client.get(f"/api/tasks/{task_id}/sources/S2").json()
+    assert (source["document"], source["page"]) == ("scan.pdf", 2)
+    assert "logbook" in source["text"]
 
 
 def test_a_docx_with_no_text_is_accepted_then_fails_as_invalid_input(alice_client, worker):

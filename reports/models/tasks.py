@@ -483,6 +483,8 @@ class PreparedText(models.Model):
     sha256 = models.CharField(max_length=64)
     parser_version = models.CharField(max_length=64)
     text = models.TextField()
+    # The (1-based) pages of a PDF read by OCR: the report says so.
+    ocr_pages = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 
 class UnsupportedContent(Exception):
@@ -15,6 +16,14 @@ class InvalidContent(Exception):
 
 class ParseError(Exception):
     """The document's text cannot be extracted; the message is shown to the user."""
+
+
+@dataclass(frozen=True)
+class Extracted:
+    """A document's text, and how it was read."""
+
+    text: str
+    ocr_pages: tuple[int, ...] = ()  # the (1-based) pages read by OCR, not from a text layer
 
 
 class Parser(ABC):
@@ -34,3 +43,7 @@ class Parser(ABC):
     @abstractmethod
     def extract(self, data: bytes) -> str:
         """Return the document's text, or raise ParseError."""
+
+    def read(self, data: bytes) -> Extracted:
+        """Return the document's text and how it was read, or raise ParseError."""
+        return Extracted(self.extract(data))

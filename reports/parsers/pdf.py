@@ -1,15 +1,17 @@
-"""PDF: positioned lines read with PDFium in a limited child, structured by `layout`."""
+"""PDF: positioned lines read with PDFium in a limited child, structured by `layout`; a
+scanned page (no text layer, an image) read by OCR (`ocr`)."""
 
 from __future__ import annotations
 
 import ctypes
 import re
+from collections import Counter
 
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 
-from reports.parsers import pdf_tables, sandbox
-from reports.parsers.base import InvalidContent, ParseError, Parser, UnsupportedContent
+from reports.parsers import ocr, pdf_tables, sandbox
+from reports.parsers.base import Extracted, InvalidContent, ParseError, Parser, UnsupportedContent
 from reports.parsers.layout import Line, OutlineEntry, structure
 from reports.parsers.text import EMPTY
 
@@ -19,8 +21,8 @@ SIGNATURE_WINDOW = 1024
 
 PROTECTED = "The PDF is password-protected; upload a copy without a password."
 NO_TEXT_LAYER = (
-    "The PDF has no text layer (it may be a scanned image); "
-    "upload a PDF with selectable text, or run it through OCR first."
+    "The PDF has no text layer, and OCR found no text in it (a scan may be blank, faint or "
+    "too small to read); upload a PDF with selectable text, or a clearer scan."
 )
 UNREADABLE = "The PDF could not be read; it may be damaged. Try saving or exporting it again."
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -31,6 +33,11 @@ _FIXED_PITCH = 1  # bit 1 of a PDF font descriptor's flags
 _BOLD_WEIGHT = 600
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|-bd|cmbx|bol\b|-bol", re.IGNORECASE)
 _MONO_NAME = re.compile(r"mono|courier|typewriter|cmtt|consol|menlo|code", re.IGNORECASE)
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+# How OCR's lines are placed for `layout`: a page of text at an ordinary size and spacing.
+_OCR_SIZE = 10.0
+_OCR_SPACING = 1.2
+_OCR_PAGE_TOP = 792.0
 
 
 class PdfParser(Parser):
@@ -45,13 +52,20 @@ class PdfParser(Parser):
             raise UnsupportedContent("The file is not a PDF document.")
 
     def extract(self, data: bytes) -> str:
+        return self.read(data).text
+
+    def read(self, data: bytes) -> Extracted:
         if SIGNATURE not in data[:SIGNATURE_WINDOW]:
             raise ParseError(UNREADABLE)
-        return sandbox.run(f"{__name__}.document_text", data, sandbox.Limits.from_settings())
+        # Each scanned page may add its OCR time to the wall-clock limit.
+        limits = sandbox.Limits.from_settings().with_extra_wall(ocr.MAX_PAGES * ocr.PAGE_S)
+        answer = sandbox.run(f"{__name__}.document_text", data, limits)
+        return Extracted(answer["text"], tuple(answer["ocr_pages"]))
 
 
-def document_text(data: bytes) -> str:
-    """Return the document's structured text; run in the sandbox's child process."""
+def document_text(data: bytes) -> dict:
+    """Return the document's structured text, and the (1-based) pages read by OCR; run in
+    the sandbox's child process."""
     try:
         document = pypdfium2.PdfDocument(data)
     except pypdfium2.PdfiumError as exc:
@@ -60,7 +74,13 @@ def document_text(data: bytes) -> str:
             raise ParseError(PROTECTED) from None
         raise ParseError(UNREADABLE) from None
     try:
-        pages = [_page_lines(document[number]) for number in range(len(document))]
+        pages, scanned = [], []
+        for number in range(len(document)):
+            page = document[number]
+            pages.append(_page_lines(page))
+            if ocr.is_scanned(page, "".join(line.text for line in pages[-1])):
+                scanned.append(number)
+        ocr_pages = _read_scans(document, pages, scanned)
         outline = _outline(document)
         title = document.get_metadata_dict().get("Title", "")
     except (ParseError, MemoryError):
@@ -70,7 +90,44 @@ def document_text(data: bytes) -> str:
         raise ParseError(UNREADABLE) from None
     if not any(line.text.strip() for page in pages for line in page):
         raise ParseError(NO_TEXT_LAYER)
-    return _clean(structure(pages, outline, title))
+    return {"text": _clean(structure(pages, outline, title)), "ocr_pages": ocr_pages}
+
+
+def _read_scans(
+    document: pypdfium2.PdfDocument, pages: list[list[Line]], scanned: list[int]
+) -> list[int]:
+    """Read the `scanned` pages (0-based) by OCR, in place in `pages`; return the 1-based
+    numbers of those on which OCR found text."""
+    if len(scanned) > ocr.MAX_PAGES:
+        raise ParseError(ocr.TOO_MANY.format(count=len(scanned), limit=ocr.MAX_PAGES))
+    # OCR's lines take the body text's size, so that they make no headings beside it.
+    sizes = Counter(line.size for lines in pages for line in lines)
+    size = sizes.most_common(1)[0][0] if sizes else _OCR_SIZE
+    read = []
+    for number in scanned:
+        sandbox.tell(
+            f"Reading page {number + 1} of {len(pages)} by OCR",
+            more_wall_s=len(scanned) * ocr.PAGE_S,
+        )
+        lines = _ocr_lines(ocr.page_text(document[number], number + 1), size)
+        if lines:
+            pages[number] = lines
+            read.append(number + 1)
+    return read
+
+
+def _ocr_lines(text: str, size: float) -> list[Line]:
+    """Return OCR's text as a page's lines: a line's spacing apart, three between paragraphs
+    (more than `layout` takes for a line's spacing)."""
+    lines = []
+    top = _OCR_PAGE_TOP
+    for paragraph in _PARAGRAPH_BREAK.split(text.strip()):
+        for raw in paragraph.splitlines():
+            if raw.strip():
+                lines.append(Line(text=raw.strip(), size=size, top=top, left=0.0))
+                top -= size * _OCR_SPACING
+        top -= 2 * size * _OCR_SPACING
+    return lines
 
 
 def _page_lines(page: pypdfium2.PdfPage) -> list[Line]:

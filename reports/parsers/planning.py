@@ -104,14 +104,21 @@ class TooLong(Exception):
     """The documents need more calls than a task may make; the message says what fits."""
 
 
-def make(passages: Sequence[Passage], instructions: str, counting: Counting) -> Plan:
-    """Return the plan that reads every passage: one call when the whole prompt fits."""
-    whole = prompts.frame_chars(prompts.REPORT, instructions) + sum(
+def make(
+    passages: Sequence[Passage],
+    instructions: str,
+    counting: Counting,
+    read_by_ocr: Sequence[tuple[str, Sequence[int]]] = (),
+) -> Plan:
+    """Return the plan that reads every passage: one call when the whole prompt fits.
+
+    `read_by_ocr` (the documents' pages read by OCR) is said in the report's prompt."""
+    whole = prompts.frame_chars(prompts.REPORT, instructions, read_by_ocr) + sum(
         prompts.passage_chars(p) for p in passages
     )
     if whole <= counting.input_chars(counting.max_output_tokens):
         return Plan((Step("report", FINAL, "the whole input"),), 0, counting.max_output_tokens)
-    final_room = _final_room(instructions, counting)
+    final_room = _final_room(instructions, counting, read_by_ocr)
     notes = _notes_tokens(final_room, counting)
     parts = _parts(passages, instructions, counting, notes)
     # Shorter notes, when that lets the final call hold them all without a round.
@@ -139,10 +146,14 @@ def sizes(counting: Counting) -> dict[str, int]:
     }
 
 
-def _final_room(instructions: str, counting: Counting) -> int:
+def _final_room(
+    instructions: str,
+    counting: Counting,
+    read_by_ocr: Sequence[tuple[str, Sequence[int]]] = (),
+) -> int:
     """Return the characters of notes the final call may read."""
     return counting.input_chars(counting.max_output_tokens) - prompts.frame_chars(
-        prompts.FINAL, instructions
+        prompts.FINAL, instructions, read_by_ocr
     )
 
 

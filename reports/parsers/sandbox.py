@@ -4,26 +4,34 @@ A hostile document can make a parser loop or allocate without end. In a child pr
 with `setrlimit` applied before the document is read, that costs the child its life and
 the user a clear message, never the server its CPU or memory.
 
-Run as `python -m reports.parsers.sandbox <entry> <cpu_s> <memory_mb>`: the child reads the
-document on stdin, calls `entry` (a dotted path to a function of bytes) and writes its
-result, or the message of the ParseError it raised, as JSON on stdout.
+Run as `python -m reports.parsers.sandbox <entry> <cpu_s> <memory_mb> <news_fd>`: the child
+reads the document on stdin, calls `entry` (a dotted path to a function of bytes) and writes
+its result, or the message of the ParseError it raised, as JSON on stdout.
+
+A slow reader (OCR, reports/parsers/ocr.py) says how far it has come with `tell`, one JSON
+line on the pipe `news_fd`: words for the user, which reach whoever started the parse under
+`told_to`, and the extra wall-clock time the work ahead needs, granted up to the parse's
+`Limits.extra_wall_s`. Programs the child starts (Tesseract) inherit its rlimits and
+niceness, and share its process group, which is killed whole.
 
 A parse nobody waits for any more (its task was cancelled, or its lease lost) is ended at
-once: whoever started it under a `Stop` (see `stopped_by`) can kill its child from any
-thread, and `run` then raises `Stopped`.
+once: whoever started it under a `Stop` (see `stopped_by`) can kill its child, and every
+program the child started, from any thread, and `run` then raises `Stopped`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from reports.parsers.base import ParseError
@@ -40,13 +48,20 @@ TOO_BIG = (
     "The document needs too much memory to read; it may be malformed or built to exhaust readers."
 )
 CRASHED = "The document could not be read; it may be damaged. Try saving or exporting it again."
+# What the child may `tell`: a line of at most NEWS_CHARS, its label cut to LABEL_CHARS.
+NEWS_CHARS = 4096
+LABEL_CHARS = 200
 
 
 @dataclass(frozen=True)
 class Limits:
-    cpu_s: int
-    memory_mb: int
+    cpu_s: int  # each process: the child, and each program it starts
+    memory_mb: int  # each process, as for cpu_s
     wall_s: float
+    extra_wall_s: float = 0.0  # the most the child may add to wall_s by `tell`
+
+    def with_extra_wall(self, extra_wall_s: float) -> Limits:
+        return dataclasses.replace(self, extra_wall_s=extra_wall_s)
 
     @classmethod
     def from_settings(cls) -> Limits:
@@ -76,13 +91,12 @@ class Stop:
         with self._lock:
             self.stopped = True
             for child in self._children:
-                with contextlib.suppress(OSError):
-                    child.kill()
+                _kill(child)
 
     def _watch(self, child: subprocess.Popen) -> None:
         with self._lock:
             if self.stopped:
-                child.kill()
+                _kill(child)
             self._children.add(child)
 
     def _forget(self, child: subprocess.Popen) -> None:
@@ -90,7 +104,18 @@ class Stop:
             self._children.discard(child)
 
 
+def _kill(child: subprocess.Popen) -> None:
+    """Kill the child and the programs it started: its process group (its own, see `run`)."""
+    # The group outlives the child while a program it started lives, and its id is not
+    # given to another process meanwhile.
+    with contextlib.suppress(OSError):
+        os.killpg(child.pid, signal.SIGKILL)
+
+
 _stop: contextvars.ContextVar[Stop | None] = contextvars.ContextVar("sandbox_stop", default=None)
+_told: contextvars.ContextVar[Callable[[str], None] | None] = contextvars.ContextVar(
+    "sandbox_told", default=None
+)
 
 
 @contextlib.contextmanager
@@ -103,9 +128,67 @@ def stopped_by(stop: Stop | None) -> Iterator[None]:
         _stop.reset(token)
 
 
+@contextlib.contextmanager
+def told_to(listener: Callable[[str], None] | None) -> Iterator[None]:
+    """Give what the parses of this block `tell` to `listener` (called on another thread)."""
+    token = _told.set(listener)
+    try:
+        yield
+    finally:
+        _told.reset(token)
+
+
+# In the child: the pipe `tell` writes to (set by `_child`).
+_news: int | None = None
+
+
+def tell(label: str, more_wall_s: float = 0.0) -> None:
+    """Say, from the child, what it is reading (`label`, for the user), and that the work
+    from here on needs `more_wall_s` seconds more than the parse's wall-clock limit."""
+    if _news is not None:
+        line = json.dumps({"label": label, "more_wall_s": more_wall_s}) + "\n"
+        os.write(_news, line.encode())
+
+
+class _Deadline:
+    """The parse's wall-clock limit: wall_s from its start, plus what the child asked for
+    by `tell` (the most it asked at once, never above extra_wall_s)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.start = time.monotonic()
+        self.extra = 0.0
+
+    def grant(self, more_wall_s: float) -> None:
+        # Only ever later: a child cannot take back what it asked for, nor go past the cap.
+        self.extra = max(self.extra, min(float(more_wall_s), self.limits.extra_wall_s))
+
+    def left(self) -> float:
+        return self.start + self.limits.wall_s + self.extra - time.monotonic()
+
+    def words(self) -> str:
+        return f"{self.limits.wall_s + self.extra:g} s"
+
+
+def _listen(news: int, deadline: _Deadline, listener: Callable[[str], None] | None) -> None:
+    """Read the child's `tell` lines until it closes the pipe; pass them on."""
+    with os.fdopen(news, "rb") as pipe:
+        # A line longer than NEWS_CHARS is read in pieces, none of them JSON: ignored.
+        while line := pipe.readline(NEWS_CHARS):
+            try:
+                said = json.loads(line)
+                label, more = str(said["label"])[:LABEL_CHARS], float(said["more_wall_s"])
+            except (ValueError, KeyError, TypeError):
+                continue  # not ours to trust: the wall-clock limit stands
+            deadline.grant(more)
+            if listener is not None:
+                listener(label)
+
+
 def run(entry: str, data: bytes, limits: Limits):
     """Return entry(data) computed in a limited child; raise ParseError when it fails,
     Stopped when the block's `Stop` ended it."""
+    news_read, news_write = os.pipe()
     command = [
         sys.executable,
         "-m",
@@ -113,27 +196,48 @@ def run(entry: str, data: bytes, limits: Limits):
         entry,
         str(limits.cpu_s),
         str(limits.memory_mb),
+        str(news_write),
     ]
     stop = _stop.get() or Stop()
-    child = subprocess.Popen(
-        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    deadline = _Deadline(limits)
+    try:
+        # Its own process group (start_new_session), so that a kill reaches the programs it
+        # starts too; signals to the worker's group (a drain's SIGTERM) do not reach it.
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=(news_write,),
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(news_read)
+        raise
+    finally:
+        os.close(news_write)
+    listening = threading.Thread(
+        target=_listen, args=(news_read, deadline, _told.get()), daemon=True
     )
+    listening.start()
     with child:  # its pipes closed and the child waited for on the way out
         stop._watch(child)
         try:
-            stdout, _ = child.communicate(data, timeout=limits.wall_s)
-        except BaseException as exc:
-            child.kill()
+            stdout = _answer(child, data, deadline)
+        except BaseException:
+            _kill(child)
             child.communicate()
-            if not isinstance(exc, subprocess.TimeoutExpired):
-                raise
-            stdout = None
+            raise
         finally:
             stop._forget(child)
+        if stdout is None:
+            _kill(child)
+            child.communicate()
+    listening.join()
     if stop.stopped:
         raise Stopped
     if stdout is None:
-        raise ParseError(TOO_SLOW.format(limit=f"{limits.wall_s:g} s"))
+        raise ParseError(TOO_SLOW.format(limit=deadline.words()))
     if child.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
         raise ParseError(TOO_SLOW.format(limit=f"{limits.cpu_s} s of CPU time"))
     if child.returncode == OUT_OF_MEMORY_EXIT:
@@ -149,6 +253,19 @@ def run(entry: str, data: bytes, limits: Limits):
     return answer["result"]
 
 
+def _answer(child: subprocess.Popen, data: bytes, deadline: _Deadline) -> bytes | None:
+    """Return what the child wrote on stdout, or None when the deadline passed first."""
+    given = data
+    while True:
+        try:
+            stdout, _ = child.communicate(given, timeout=max(deadline.left(), 0))
+            return stdout
+        except subprocess.TimeoutExpired:
+            if deadline.left() <= 0:
+                return None
+            given = None  # the input goes on being written where it was
+
+
 def _limit_self(cpu_s: int, memory_mb: int) -> None:
     import resource
 
@@ -158,15 +275,20 @@ def _limit_self(cpu_s: int, memory_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MB, memory_mb * MB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     os.nice(NICENESS)
-    # A SIGTERM or Ctrl-C sent to the worker's whole process group is the worker's to
-    # handle: its drain lets the parse end at its limits, or kills it (SIGKILL) when nobody
-    # waits for it. Dying of it here would blame the document ("could not be read").
+    # A SIGTERM or Ctrl-C is the worker's to handle (its own process group does not get
+    # them, but a signal sent to this process could): its drain lets the parse end at its
+    # limits, or kills it (SIGKILL) when nobody waits for it. Dying of it here would blame
+    # the document ("could not be read").
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _child(entry: str, cpu_s: str, memory_mb: str) -> None:
+def _child(entry: str, cpu_s: str, memory_mb: str, news: str) -> None:
     _limit_self(int(cpu_s), int(memory_mb))
+    # This file runs as __main__ here; the entry's module imports it by its name.
+    from reports.parsers import sandbox
+
+    sandbox._news = int(news)
     data = sys.stdin.buffer.read()
     module, _, name = entry.rpartition(".")
     try:

@@ -19,6 +19,7 @@ class SourceDocument:
     name: str
     text: str
     full_chars: int | None = None  # the length before the text was cut to fit; None: whole
+    ocr_pages: tuple[int, ...] = ()  # the (1-based) pages read by OCR, from scanned images
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,9 @@ class GenerationRequest:
     passages: tuple = ()
     # Earlier calls' notes that this call reads (a round, or the final report of a plan).
     notes: tuple[str, ...] = ()
+    # The documents with pages read by OCR, (file name, pages), for a call that writes the
+    # report: its summary says so (wording.read_by_ocr).
+    read_by_ocr: tuple[tuple[str, tuple[int, ...]], ...] = ()
     # The beginning of the answer, written for the model, which continues it: a report's
     # skeleton up to the section it is asked for (the `local` provider's small models).
     prefill: str = ""

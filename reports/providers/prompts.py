@@ -12,14 +12,16 @@ block, as the user's request. No tools are offered.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 import re
 from collections.abc import Sequence
 
+from reports import wording
 from reports.providers.base import CHARS_PER_TOKEN, GenerationRequest, SourceDocument, Usage
 
-PROMPT_VERSION = "report-3"
+PROMPT_VERSION = "report-4"
 
 # What a call writes (GenerationRequest.purpose), and FINAL: the report of a plan, written
 # from its notes.
@@ -203,7 +205,7 @@ def _cut(doc: SourceDocument, limit: int) -> SourceDocument:
     boundary = max(text.rfind(" "), text.rfind("\n"))
     if boundary >= limit - CUT_LOOKBACK_CHARS and boundary > 0:
         text = text[:boundary]
-    return SourceDocument(doc.name, text, full_chars=doc.full_chars or len(doc.text))
+    return dataclasses.replace(doc, text=text, full_chars=doc.full_chars or len(doc.text))
 
 
 def build_messages(request: GenerationRequest) -> list[dict[str, str]]:
@@ -217,6 +219,8 @@ def build_messages(request: GenerationRequest) -> list[dict[str, str]]:
         user = passages_message(request.passages, request.instructions, kind)
     else:
         user = user_message(request.documents, request.instructions)
+    if kind in (REPORT, FINAL):
+        user = ocr_note(request.read_by_ocr) + user
     messages = [{"role": "system", "content": _SYSTEM[kind]}, {"role": "user", "content": user}]
     if request.prefill:  # the answer so far: the model continues it
         messages.append({"role": "assistant", "content": request.prefill})
@@ -238,12 +242,28 @@ def passage_chars(passage) -> int:
     return len(passage_block(passage)) + 2
 
 
-def frame_chars(kind: str, instructions: str) -> int:
+def ocr_note(read_by_ocr: Sequence[tuple[str, Sequence[int]]]) -> str:
+    """Return what opens the prompt of a call that writes the report when pages were read
+    by OCR (GenerationRequest.read_by_ocr), else ""."""
+    said = wording.read_by_ocr([(_one_line(name), pages) for name, pages in read_by_ocr])
+    if not said:
+        return ""
+    return (
+        f"{said} Their text comes from scanned images and may hold recognition errors: "
+        "say so in the Summary.\n\n"
+    )
+
+
+def frame_chars(
+    kind: str, instructions: str, read_by_ocr: Sequence[tuple[str, Sequence[int]]] = ()
+) -> int:
     """Return the length of a prompt of this kind without its passages or notes."""
     if kind in (FINAL, COMBINE):
         user = notes_message((), instructions)
     else:
         user = passages_message((), instructions, kind)
+    if kind in (REPORT, FINAL):
+        user = ocr_note(read_by_ocr) + user
     return len(_SYSTEM[kind]) + len(user)
 
 

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from reports import wording
 from reports.providers import table_facts
 from reports.providers.base import SourceDocument
 from reports.providers.table_facts import Table
@@ -204,6 +205,7 @@ def write_report(
     passages: Sequence = (),  # reports.parsers.passages.Passage: what it reads, cited
     notes: Sequence[str] = (),
     max_tokens: int | None = None,
+    read_by_ocr: Sequence[tuple[str, Sequence[int]]] = (),
 ) -> str:
     """Write what the call is for: a Markdown analysis shaped by the instructions (of the
     passages when given, else of the notes when given, else of the documents), or a plan's
@@ -240,7 +242,10 @@ def write_report(
     titled = [_Document(name=_one_line(_clean_text(d.name))) for d in documents]
     parts = [
         f"# {_escape(_title(titled if from_notes else parsed))}",
-        "## Summary\n\n" + _summary_text(summary, parsed) + _cut_note(documents),
+        "## Summary\n\n"
+        + _summary_text(summary, parsed)
+        + _cut_note(documents)
+        + _ocr_note(read_by_ocr),
         "## Key points\n\n" + _points_text(points, parsed),
         *(["## Tables\n\n" + _tables_text(tables)] if tables else []),
         "## Key terms\n\n" + _terms_text(parsed),
@@ -799,6 +804,12 @@ def _cut_note(documents: Sequence[SourceDocument]) -> str:
         "\n\nThe input was cut to fit the model's context, so this report covers only "
         f"part of it: {listed}."
     )
+
+
+def _ocr_note(read_by_ocr: Sequence[tuple[str, Sequence[int]]]) -> str:
+    named = [(f"**{_escape(_cut(name, NAME_CHARS))}**", pages) for name, pages in read_by_ocr]
+    note = wording.read_by_ocr(named)
+    return f"\n\n{note}" if note else ""
 
 
 def _points_text(points: list[_Sentence], docs: list[_Document]) -> str:

@@ -83,6 +83,7 @@ class SimulatedProvider(Provider):
             passages=request.passages,
             notes=request.notes,
             max_tokens=request.max_output_tokens,
+            read_by_ocr=request.read_by_ocr,
         )
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:

@@ -32,7 +32,7 @@ from reports.models import ErrorType, Event, Stage, Status, Task
 from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.parsers import planning
-from reports.parsers.base import ParseError
+from reports.parsers.base import Extracted, ParseError
 from reports.parsers.passages import Passage
 from reports.parsers.planning import Plan, Step
 from reports.providers import concurrency, reading_rate
@@ -120,7 +120,10 @@ class AttemptRun:
         # what the runner has seen.
         self._calls: dict[int, tuple[Call, asyncio.Queue]] = {}
         self.plan: Plan | None = None
+        self.documents: list[SourceDocument] = []  # the task's documents, read (parse stage)
         self.passages: list[Passage] = []  # what the documents were cut into (parse stage)
+        self._parse_said = ""  # what the parse last said it is reading (OCR)
+        self._telling: asyncio.Task | None = None  # writing that as a progress event
         self.notes: dict[str, str] = {}  # a plan's notes so far, by call key
         self.notes_usage: list[Usage] = []  # the usage of the notes calls this attempt made
         self.done = 0  # the plan's calls finished, reused ones included
@@ -204,6 +207,7 @@ class AttemptRun:
                     raise LeaseLost(self.task_id)
                 return Outcome(Status.CANCELLED, "", wording.CANCELLED)
             await self._mark_parsing(False)
+            self.documents = documents
             passages = self.passages = await passages_of(self.task_id, documents)
             task, plan = await threads.on_shared_db(plan_store.stored_plan)(self.claim)
             if plan is None:
@@ -243,7 +247,9 @@ class AttemptRun:
             chars_per_token=await self.provider.chars_per_token(sample),
             max_calls=settings.REPORTS_MAX_PARTS,
         )
-        plan = await threads.in_blocking_pool(planning.make)(passages, task.instructions, counting)
+        plan = await threads.in_blocking_pool(planning.make)(
+            passages, task.instructions, counting, plan_store.ocr_pages_of(documents)
+        )
         if not await threads.on_shared_db(plan_store.store_plan)(self.claim, plan):
             raise LeaseLost(self.task_id)
         return plan
@@ -268,13 +274,35 @@ class AttemptRun:
         parse, and the wait for it, would hold up every stream in the process there.
         """
         documents = []
-        read: dict[str, str] = {}  # a file given twice is parsed once
-        for document in await threads.on_shared_db(documents_to_read)(self.task_id):
-            text = document.text or read.get(document.sha256)
-            if text is None:
-                text = read[document.sha256] = await read_once(document)
-            documents.append(SourceDocument(document.name, text))
+        read: dict[str, Extracted] = {}  # a file given twice is parsed once
+        try:
+            for document in await threads.on_shared_db(documents_to_read)(self.task_id):
+                extracted = document.extracted or read.get(document.sha256)
+                if extracted is None:
+                    extracted = await read_once(document, self._parse_told)
+                    read[document.sha256] = extracted
+                documents.append(
+                    SourceDocument(document.name, extracted.text, ocr_pages=extracted.ocr_pages)
+                )
+        finally:
+            if self._telling is not None:
+                # The parse's last word is written before its outcome (a lost lease raises).
+                await self._telling
         return documents
+
+    def _parse_told(self, label: str) -> None:
+        """Write what a slow parse says it is reading ("Reading page 3 of 50 by OCR") as a
+        progress event: the latest word, one write at a time, in order."""
+        self._parse_said = label
+        if self._telling is None or self._telling.done():
+            self._telling = asyncio.ensure_future(self._tell_parse())
+
+    async def _tell_parse(self) -> None:
+        written = None
+        while self._parse_said != written:
+            written = self._parse_said
+            # No plan yet: none of its calls done, of none known.
+            await self._append(events.progress(0, 0, written))
 
     async def _mark_parsing(self, parsing: bool) -> None:
         claim = self.claim
@@ -404,7 +432,9 @@ class AttemptRun:
             outcome = await self._run_side_by_side(task, plan, passages, requests, waiting)
             if outcome is not None:
                 return outcome
-        request = plan_store.request_for(task, plan.final, plan, passages, self.notes)
+        request = plan_store.request_for(
+            task, plan.final, plan, passages, self.notes, tuple(self.documents)
+        )
         await self._progress(planning.progress_label(plan, plan.final))
         return await self._generate(request)
 

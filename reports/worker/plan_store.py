@@ -6,6 +6,7 @@ Short statements only: the plan and the passages are computed before, off the da
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -131,6 +132,11 @@ def _holds(task_id, epoch: int) -> bool:
     )
 
 
+def ocr_pages_of(documents: Sequence[SourceDocument]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Return the documents' pages read by OCR, as a report's request carries them."""
+    return tuple((doc.name, doc.ocr_pages) for doc in documents if doc.ocr_pages)
+
+
 def request_for(
     task: TaskInput,
     step: Step,
@@ -139,7 +145,10 @@ def request_for(
     notes: dict[str, str],
     documents: tuple[SourceDocument, ...] = (),
 ) -> GenerationRequest:
-    """Return the request of one call of the plan: what it reads and how much it may write."""
+    """Return the request of one call of the plan: what it reads and how much it may write.
+
+    `documents` are the task's, read: the report's call says which pages were read by OCR."""
+    read_by_ocr = ocr_pages_of(documents)
     common = {
         "task_id": task.task_id,
         "attempt_number": task.attempt_number,
@@ -152,6 +161,7 @@ def request_for(
             documents=documents,
             passages=tuple(passages),
             max_output_tokens=plan.report_tokens,
+            read_by_ocr=read_by_ocr,
         )
     if step.kind == PART:
         read = tuple(p for p in passages if step.first <= p.number <= step.last)
@@ -169,4 +179,5 @@ def request_for(
         purpose=REPORT if final else COMBINE,
         notes=tuple(notes[key] for key in step.reads),
         max_output_tokens=plan.report_tokens if final else plan.notes_tokens,
+        read_by_ocr=read_by_ocr if final else (),
     )

@@ -8,16 +8,17 @@ its text.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import weakref
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 
 from reports import storage, threads
 from reports.models import Document, PreparedText, SourcePassage, Task
 from reports.parsers import PARSER_VERSION, parser_for, sandbox
-from reports.parsers.base import ParseError
+from reports.parsers.base import Extracted, ParseError
 from reports.parsers.passages import Passage, cut
 from reports.providers.base import SourceDocument
 
@@ -30,7 +31,7 @@ class DocumentToRead:
     name: str
     sha256: str
     storage_name: str
-    text: str | None
+    extracted: Extracted | None
 
 
 def documents_to_read(task_id) -> list[DocumentToRead]:
@@ -41,72 +42,93 @@ def documents_to_read(task_id) -> list[DocumentToRead]:
     """
     owner_id = Task.objects.values_list("owner_id", flat=True).get(pk=task_id)
     documents = list(Document.objects.filter(task_id=task_id).order_by("position"))
-    prepared = dict(
-        PreparedText.objects.filter(
+    prepared = {
+        sha256: Extracted(text, tuple(ocr_pages))
+        for sha256, text, ocr_pages in PreparedText.objects.filter(
             owner_id=owner_id,
             sha256__in={doc.sha256 for doc in documents},
             parser_version=PARSER_VERSION,
-        ).values_list("sha256", "text")
-    )
+        ).values_list("sha256", "text", "ocr_pages")
+    }
     return [
         DocumentToRead(owner_id, doc.name, doc.sha256, doc.storage_name, prepared.get(doc.sha256))
         for doc in documents
     ]
 
 
-def read_document(document: DocumentToRead, stop: sandbox.Stop | None = None) -> str:
+def read_document(
+    document: DocumentToRead,
+    stop: sandbox.Stop | None = None,
+    told: Callable[[str], None] | None = None,
+) -> Extracted:
     """Return the document's text, read from its file by its sandboxed parser.
 
-    Slow (seconds for a hard PDF): it runs in the blocking pool and touches no database.
-    `stop` ends the parse at once from another thread (sandbox.Stopped is raised).
+    Slow (seconds for a hard PDF, a second or two a page read by OCR): it runs in the
+    blocking pool and touches no database. `stop` ends the parse at once from another
+    thread (sandbox.Stopped is raised); `told` hears, on another thread, what a slow parse
+    says it is reading ("Reading page 3 of 50 by OCR").
     """
     parser = parser_for(document.name)
     if parser is None:
         raise ParseError(f"{document.name}: this kind of file is not supported.")
     try:
-        with sandbox.stopped_by(stop):
-            text = parser.extract(storage.read_upload(document.storage_name))
+        with sandbox.stopped_by(stop), sandbox.told_to(told):
+            extracted = parser.read(storage.read_upload(document.storage_name))
     except ParseError as exc:
         raise ParseError(f"{document.name}: {exc}") from None
-    if not text.strip():
+    if not extracted.text.strip():
         raise ParseError(f"{document.name}: no text could be extracted from it.")
-    return text
+    return extracted
 
 
 @dataclass
 class _Parse:
-    """One parse under way in this process, and how many attempts wait for it."""
+    """One parse under way in this process, the attempts that wait for it (each with what
+    it is told of the parse's progress), and the parse's latest word on it."""
 
-    future: asyncio.Future
     stop: sandbox.Stop
-    waiting: int = 0
+    future: asyncio.Future = field(init=False)
+    listeners: list[Callable[[str], None]] = field(default_factory=list)
+    said: str = ""
+
+    def tell(self, label: str) -> None:
+        self.said = label
+        for listener in list(self.listeners):
+            listener(label)
 
 
 _reading: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # loop -> key -> _Parse
 
 
-async def read_once(document: DocumentToRead) -> str:
-    """Return the document's text: parsed in the blocking pool and kept for its owner, once
-    for all of this process's attempts that ask for the same owner's file meanwhile.
+async def read_once(
+    document: DocumentToRead, told: Callable[[str], None] | None = None
+) -> Extracted:
+    """Return the document's text: parsed in the blocking pool and kept for its owner,
+    once for all of this process's attempts that ask for the same owner's file meanwhile.
 
     A burst of tasks on one file (a user trying several instructions) makes one parse,
     not one child process each. The parse goes on while any attempt waits for it; when the
     last one stops waiting (cancelled, or its lease lost) its child is killed at once.
+    `told` hears, on the event loop, what the parse says it is reading (at once the latest
+    word when the parse had said something already).
     """
     loop = asyncio.get_running_loop()
     reading = _reading.setdefault(loop, {})
     key = (document.owner_id, document.sha256)
     parse = reading.get(key)
     if parse is None:
-        stop = sandbox.Stop()
-        parse = reading[key] = _Parse(asyncio.ensure_future(_read_and_keep(document, stop)), stop)
+        parse = reading[key] = _Parse(sandbox.Stop())
+        parse.future = asyncio.ensure_future(_read_and_keep(document, parse, loop))
         parse.future.add_done_callback(lambda _, parse=parse: _forget(reading, key, parse))
-    parse.waiting += 1
+    listener = told or _ignore
+    parse.listeners.append(listener)
+    if parse.said:
+        listener(parse.said)
     try:
         return await asyncio.shield(parse.future)
     finally:
-        parse.waiting -= 1
-        if not parse.waiting and not parse.future.done():
+        parse.listeners.remove(listener)
+        if not parse.listeners and not parse.future.done():
             _forget(reading, key, parse)  # an attempt that comes later starts afresh
             parse.stop.stop()
             parse.future.add_done_callback(_drop_outcome)
@@ -122,10 +144,20 @@ def _drop_outcome(future: asyncio.Future) -> None:
         future.exception()  # nobody awaits it: Stopped, most likely, is not worth a log
 
 
-async def _read_and_keep(document: DocumentToRead, stop: sandbox.Stop) -> str:
-    text = await threads.in_blocking_pool(read_document)(document, stop)
-    await threads.on_shared_db(store_prepared_text)(document, text)
-    return text
+def _ignore(label: str) -> None:
+    pass
+
+
+async def _read_and_keep(
+    document: DocumentToRead, parse: _Parse, loop: asyncio.AbstractEventLoop
+) -> Extracted:
+    def told(label: str) -> None:  # on the parse's listening thread
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody listens
+            loop.call_soon_threadsafe(parse.tell, label)
+
+    extracted = await threads.in_blocking_pool(read_document)(document, parse.stop, told)
+    await threads.on_shared_db(store_prepared_text)(document, extracted)
+    return extracted
 
 
 async def until_stopped[R](work: Awaitable[R], stopped: asyncio.Event) -> tuple[bool, R | None]:
@@ -145,7 +177,7 @@ async def until_stopped[R](work: Awaitable[R], stopped: asyncio.Event) -> tuple[
     return True, doing.result()
 
 
-def store_prepared_text(document: DocumentToRead, text: str) -> None:
+def store_prepared_text(document: DocumentToRead, extracted: Extracted) -> None:
     """Keep a parsed text, so its owner's next task with the same file skips the parse."""
     try:
         with transaction.atomic():
@@ -153,7 +185,8 @@ def store_prepared_text(document: DocumentToRead, text: str) -> None:
                 owner_id=document.owner_id,
                 sha256=document.sha256,
                 parser_version=PARSER_VERSION,
-                text=text,
+                text=extracted.text,
+                ocr_pages=list(extracted.ocr_pages),
             )
     except IntegrityError:
         pass  # another attempt prepared the same file at the same moment

@@ -153,3 +153,41 @@ def _docx_article(document) -> None:
 
 
 DOCX = docx_bytes(_docx_article)
+
+
+def blank_scan_pdf(pages: int = 1) -> bytes:
+    """Return a PDF of `pages` pages that each show a 2x2 grey image over the whole page (a
+    scan, with nothing to read) and have no text at all."""
+    image = _stream(
+        b"\x00\xff\xff\x00",
+        b"/Type /XObject /Subtype /Image /Width 2 /Height 2 "
+        b"/ColorSpace /DeviceGray /BitsPerComponent 8 ",
+    )
+    content = b"q 612 0 0 792 0 0 cm /Im1 Do Q"
+    return pdf_with_pages([content] * pages, b"<< /XObject << /Im1 3 0 R >> >>", [image])
+
+
+def scanned_pdf(*pages: str) -> bytes:
+    """Return a PDF with one scanned page per argument: an image of its lines, no text layer
+    (an empty string gives a blank scan)."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=40)
+    images = []
+    for page in pages:
+        image = Image.new("L", (1275, 1650), 255)  # a Letter page at 150 dpi
+        ImageDraw.Draw(image).multiline_text((120, 150), page, fill=0, font=font, spacing=18)
+        images.append(image)
+    out = io.BytesIO()
+    images[0].save(out, "PDF", resolution=150, save_all=True, append_images=images[1:])
+    return out.getvalue()
+
+
+def joined_pdf(*pdfs: bytes) -> bytes:
+    """Return one PDF with the pages of each of `pdfs`, in order."""
+    writer = PdfWriter()
+    for pdf in pdfs:
+        writer.append(PdfReader(io.BytesIO(pdf)))
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

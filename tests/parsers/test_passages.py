@@ -199,7 +199,7 @@ def test_a_pdf_is_cut_whole_and_each_passage_knows_the_page_it_starts_on(
     title, paragraphs, lines_a_page
 ) -> None:
     pages = pdf_pages(title, paragraphs, lines_a_page)
-    text = pdf.document_text(samples.text_pdf(*("\n".join(page) for page in pages)))
+    text = pdf.document_text(samples.text_pdf(*("\n".join(page) for page in pages)))["text"]
 
     passages = cut([SourceDocument("notes.pdf", text)], BOUND)
 

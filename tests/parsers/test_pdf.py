@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.parsers import InvalidContent, ParseError, UnsupportedContent
+from reports.parsers import InvalidContent, ParseError, UnsupportedContent, ocr
 from reports.parsers.pdf import PdfParser
 from tests.parsers import samples
 
@@ -52,10 +52,36 @@ def test_a_pdf_encrypted_only_against_editing_is_read() -> None:
     assert parser.extract(pdf) == "Readable text"
 
 
-@pytest.mark.parametrize("pdf", [samples.image_pdf(), samples.blank_pdf()], ids=["image", "blank"])
+@pytest.mark.parametrize(
+    "pdf",
+    [samples.image_pdf(), samples.blank_pdf(), samples.blank_scan_pdf()],
+    ids=["image", "blank", "blank-scan"],
+)
 def test_a_pdf_without_a_text_layer_cannot_be_parsed(pdf: bytes) -> None:
     parser.check(pdf)
-    with pytest.raises(ParseError, match="no text layer"):
+    with pytest.raises(ParseError, match="no text layer, and OCR found no text"):
+        parser.extract(pdf)
+
+
+def test_only_the_scanned_page_of_a_pdf_is_read_by_ocr() -> None:
+    typed = samples.text_pdf("The budget review opened the meeting.")
+    scanned = samples.scanned_pdf(
+        "The harbour committee met on Tuesday.\n\nIt approved a lighthouse."
+    )
+
+    extracted = parser.read(samples.joined_pdf(typed, scanned))
+
+    assert extracted.ocr_pages == (2,)
+    # The scan's page keeps its place and its paragraphs.
+    assert extracted.text == (
+        "The budget review opened the meeting.\n\n\f\n\n"
+        "The harbour committee met on Tuesday.\n\nIt approved a lighthouse."
+    )
+
+
+def test_a_pdf_with_more_scanned_pages_than_ocr_reads_is_refused_before_any_is_read() -> None:
+    pdf = samples.blank_scan_pdf(ocr.MAX_PAGES + 1)
+    with pytest.raises(ParseError, match=f"{ocr.MAX_PAGES + 1} scanned pages"):
         parser.extract(pdf)
 
 

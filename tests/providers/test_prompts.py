@@ -3,6 +3,8 @@ the rule that cuts a request of whole documents to the context."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from reports.models import Attempt
@@ -66,6 +68,17 @@ def test_the_model_is_told_when_input_was_cut_and_the_simulated_report_says_it()
     assert "The input was cut to fit the model's context" in summary
     assert f"of {len(documents[0].text):,} characters" in summary
     assert validate_report(report, max_kb=200) == []
+
+
+def test_the_model_writing_the_report_is_told_which_pages_were_read_by_ocr():
+    passages = tuple(cut([SourceDocument("scan.pdf", WORDS)]))
+    report = GenerationRequest("t", 1, (), passages=passages, read_by_ocr=(("scan.pdf", (1, 2)),))
+    user = build_messages(report)[1]["content"]
+    assert user.startswith("Pages 1\u20132 of scan.pdf were read by OCR.")
+    assert "say so in the Summary" in user.split("\n\n", 1)[0]
+    # A plan's notes on a part need not say it: the report's call does.
+    notes = dataclasses.replace(report, purpose="notes")
+    assert "OCR" not in build_messages(notes)[1]["content"]
 
 
 def test_look_alike_delimiters_are_neutralised():

@@ -6,6 +6,7 @@ import io
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import zipfile
@@ -110,6 +111,26 @@ def docx_that_stalls(paragraphs: int = 100_000) -> bytes:
 
 def sleep_forever(data: bytes) -> list[str]:
     """A sandbox entry that never ends and uses no CPU: only the wall clock stops it."""
+    time.sleep(3600)
+    return []
+
+
+def starts_a_program_and_waits(data: bytes) -> list[str]:
+    """A sandbox entry that starts a program (as OCR starts Tesseract), says its pid, and
+    waits for it."""
+    from reports.parsers import sandbox
+
+    program = subprocess.Popen(["sleep", "3600"])
+    sandbox.tell(str(program.pid))
+    program.wait()
+    return []
+
+
+def asks_for_all_the_time(data: bytes) -> list[str]:
+    """A sandbox entry that asks for an hour more than its wall-clock limit, and sleeps."""
+    from reports.parsers import sandbox
+
+    sandbox.tell("a long read", more_wall_s=3600)
     time.sleep(3600)
     return []
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import queue
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from reports.parsers import parser_for
 from reports.parsers.base import ParseError
-from reports.parsers.sandbox import NICENESS, Limits, run
+from reports.parsers.sandbox import NICENESS, Limits, Stop, Stopped, run, stopped_by, told_to
+from tests.helpers import wait_for
 from tests.parsers import samples
 from tests.security import hostile
 
@@ -17,8 +21,8 @@ GENEROUS = Limits(cpu_s=30, memory_mb=1024, wall_s=60)
 
 
 def test_the_child_returns_the_documents_text():
-    text = run("reports.parsers.pdf.document_text", samples.text_pdf("One", "Two"), GENEROUS)
-    assert text.split() == ["One", "Two"]
+    answer = run("reports.parsers.pdf.document_text", samples.text_pdf("One", "Two"), GENEROUS)
+    assert answer == {"text": "One \fTwo", "ocr_pages": []}
 
 
 def test_a_parse_error_in_the_child_reaches_the_caller_with_its_message():
@@ -42,12 +46,47 @@ def test_a_child_that_blocks_without_cpu_is_killed_by_the_wall_clock():
     assert time.monotonic() - started < 30
 
 
+def test_a_child_may_ask_for_more_wall_clock_time_up_to_its_cap():
+    # OCR asks for its pages' time; what it may add is capped by the caller.
+    limits = Limits(30, 1024, 2, extra_wall_s=1.0)
+    with pytest.raises(ParseError, match=r"too long to read \(3 s\)"):
+        run("tests.security.hostile.asks_for_all_the_time", b"", limits)
+
+
+def test_a_stopped_parse_takes_the_programs_its_child_started_with_it():
+    # Tesseract, started by the child for each scanned page, must not outlive a cancel.
+    stop, told = Stop(), queue.Queue()
+
+    def parse():
+        with stopped_by(stop), told_to(told.put):
+            run("tests.security.hostile.starts_a_program_and_waits", b"", GENEROUS)
+
+    with ThreadPoolExecutor(1) as pool:
+        parsing = pool.submit(parse)
+        program = int(told.get(timeout=30))
+        stop.stop()
+        with pytest.raises(Stopped):
+            parsing.result(timeout=30)
+    wait_for(lambda: not running(program), "the program to be killed", timeout=10)
+
+
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
 def test_a_child_that_allocates_without_end_is_stopped_at_its_memory_limit():
     limits = Limits(30, 256, 60)
     with pytest.raises(ParseError, match="too much memory"):
         run("tests.security.hostile.allocate_without_end", b"", limits)
     # The same limit leaves room for reading an ordinary document.
-    assert run("reports.parsers.pdf.document_text", samples.text_pdf("Fine"), limits) == "Fine"
+    assert run("reports.parsers.pdf.document_text", samples.text_pdf("Fine"), limits) == {
+        "text": "Fine",
+        "ocr_pages": [],
+    }
 
 
 def test_the_child_reads_at_a_lower_cpu_priority_than_the_server():

@@ -13,14 +13,14 @@ from reports.worker import preparation
 from reports.worker.preparation import DocumentToRead
 
 DOCUMENT = DocumentToRead(
-    owner_id=1, name="notes.md", sha256="ab" * 32, storage_name="uploads/x", text=None
+    owner_id=1, name="notes.md", sha256="ab" * 32, storage_name="uploads/x", extracted=None
 )
 
 
 async def test_attempts_reading_one_file_at_once_make_one_parse(monkeypatch):
     parsed, kept, release = [], [], threading.Event()
 
-    def read_document(document, stop=None):
+    def read_document(document, stop=None, told=None):
         parsed.append(document.name)
         assert release.wait(10)
         return "The text."
@@ -44,7 +44,7 @@ async def test_attempts_reading_one_file_at_once_make_one_parse(monkeypatch):
 async def test_a_file_that_cannot_be_read_fails_every_attempt_waiting_for_it(monkeypatch):
     parsed = []
 
-    def read_document(document, stop=None):
+    def read_document(document, stop=None, told=None):
         parsed.append(document.name)
         raise preparation.ParseError("notes.md: no text could be extracted from it.")
 
@@ -62,7 +62,7 @@ async def test_a_file_that_cannot_be_read_fails_every_attempt_waiting_for_it(mon
 async def test_a_parse_nobody_waits_for_any_more_is_stopped(monkeypatch):
     stops, started, release = [], threading.Event(), threading.Event()
 
-    def read_document(document, stop=None):
+    def read_document(document, stop=None, told=None):
         stops.append(stop)
         started.set()
         assert release.wait(10)
