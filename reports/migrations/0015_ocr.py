@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reports', '0012_breaker'),
+        ('reports', '0014_attempt_prompt_size'),
     ]
 
     operations = [
