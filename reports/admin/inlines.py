@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.db.models.functions import Length, Substr
 
 from reports import budgets
-from reports.models import STAGES, Attempt, Document, TaskEvent
+from reports.models import STAGES, Attempt, Document, TaskEvent, WebhookDelivery
 from reports.observability.charts import format_ms
 
 EVENTS_SHOWN = 200
@@ -120,3 +120,23 @@ class EventInline(ReadOnlyInline, admin.TabularInline):
     @admin.display(description="data")
     def data_preview(self, event: TaskEvent) -> str:
         return truncate(json.dumps(event.data, ensure_ascii=False), 120)
+
+
+DELIVERY_FIELDS = (
+    "id",
+    "endpoint",
+    "event_type",
+    "status",
+    "attempts",
+    "next_attempt_at",
+    "last_status_code",
+    "last_error",
+    "created_at",
+    "delivered_at",
+)
+
+
+class WebhookDeliveryInline(ReadOnlyInline, admin.TabularInline):
+    model = WebhookDelivery
+    fields = readonly_fields = DELIVERY_FIELDS
+    verbose_name_plural = "webhook deliveries"
