@@ -135,3 +135,20 @@ def test_removing_an_endpoint_drops_its_waiting_deliveries(
 
     assert deliver_due(clock) == 0
     assert inbox.received == []
+
+
+def test_an_endpoint_that_does_not_answer_in_time_is_tried_again(
+    make_task, receiver, local_hook, clock, settings
+):
+    settings.REPORTS_WEBHOOK_TIMEOUT_S = 0.3
+    inbox = receiver("hang")
+    local_hook(inbox)
+    lifecycle.cancel_task(make_task())
+
+    deliver_due(clock)
+    inbox.release()
+
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == "pending" and delivery.last_status_code is None
+    assert "0.3 s" in delivery.last_error
+    assert delivery.next_attempt_at <= clock.wall() + timedelta(seconds=RETRY_DELAYS_S[0])
