@@ -58,16 +58,17 @@ def claim_due(limit: int, clock: Clock | None = None) -> list[Job]:
     if limit <= 0:
         return []
     now = wall(clock)
+    due = WebhookDelivery.objects.filter(
+        status=DeliveryStatus.PENDING,
+        next_attempt_at__lte=now,
+        endpoint__disabled_at__isnull=True,
+    )
+    # A read first: most looks find nothing, and take no write lock (SQLite's is the
+    # whole database's) to find it.
+    if not due.exists():
+        return []
     with transaction.atomic():
-        due = (
-            WebhookDelivery.objects.filter(
-                status=DeliveryStatus.PENDING,
-                next_attempt_at__lte=now,
-                endpoint__disabled_at__isnull=True,
-            )
-            .order_by("next_attempt_at")
-            .select_related("endpoint")
-        )
+        due = due.order_by("next_attempt_at").select_related("endpoint")
         if connection.vendor == "postgresql":
             due = due.select_for_update(skip_locked=True, of=("self",))
         rows = list(due[:limit])

@@ -18,12 +18,12 @@ def write(task_id, status: str) -> int:
 
     The body is frozen here: every attempt sends these same bytes.
     """
-    task = Task.objects.get(pk=task_id)
-    endpoints = list(
-        WebhookEndpoint.objects.filter(user_id=task.owner_id, disabled_at__isnull=True)
-    )
+    # One query when the owner has no endpoint: the end's transaction stays as short as it was.
+    owner = Task.objects.filter(pk=task_id).values("owner_id")[:1]
+    endpoints = list(WebhookEndpoint.objects.filter(user_id=owner, disabled_at__isnull=True))
     if not endpoints:
         return 0
+    task = Task.objects.get(pk=task_id)
     now = timezone.now()
     event_type = f"task.{status}"
     body = json.dumps(
