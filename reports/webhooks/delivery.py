@@ -28,12 +28,15 @@ RETRY_DELAYS_S = (5, 30, 120, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600)
 # delivery exhausts its schedule (a busy user's dead endpoint).
 MAX_CONSECUTIVE_FAILURES = 50
 USER_AGENT = "Reportline-Webhooks/1"
+# Due rows read for each place to fill, so that one user's backlog leaves others room.
+CANDIDATES_PER_PLACE = 10
 
 
 @dataclass(frozen=True)
 class Job:
     delivery_id: str
     endpoint_id: str
+    user_id: int
     url: str
     secret: str
     body: str
@@ -53,8 +56,13 @@ def wall(clock: Clock | None) -> datetime:
     return (clock.wall() if clock else None) or timezone.now()
 
 
-def claim_due(limit: int, clock: Clock | None = None) -> list[Job]:
-    """Claim up to `limit` due deliveries of enabled endpoints; return them to send."""
+def claim_due(limit: int, clock: Clock | None = None, busy_users=()) -> list[Job]:
+    """Claim up to `limit` due deliveries of enabled endpoints; return them to send.
+
+    One a user at a time: at most one of a user's deliveries in a claim, none of the users
+    in `busy_users` (those the caller is still sending for), so one user's slow or dead
+    endpoints hold one of the sender's places, never all of them.
+    """
     if limit <= 0:
         return []
     now = wall(clock)
@@ -62,7 +70,7 @@ def claim_due(limit: int, clock: Clock | None = None) -> list[Job]:
         status=DeliveryStatus.PENDING,
         next_attempt_at__lte=now,
         endpoint__disabled_at__isnull=True,
-    )
+    ).exclude(endpoint__user_id__in=list(busy_users))
     # A read first: most looks find nothing, and take no write lock (SQLite's is the
     # whole database's) to find it.
     if not due.exists():
@@ -71,7 +79,11 @@ def claim_due(limit: int, clock: Clock | None = None) -> list[Job]:
         due = due.order_by("next_attempt_at").select_related("endpoint")
         if connection.vendor == "postgresql":
             due = due.select_for_update(skip_locked=True, of=("self",))
-        rows = list(due[:limit])
+        rows, users = [], set()
+        for row in due[: limit * CANDIDATES_PER_PLACE]:
+            if row.endpoint.user_id not in users and len(rows) < limit:
+                rows.append(row)
+                users.add(row.endpoint.user_id)
         if not rows:
             return []
         hold = timedelta(seconds=2 * settings.REPORTS_WEBHOOK_TIMEOUT_S + 1)
@@ -79,7 +91,15 @@ def claim_due(limit: int, clock: Clock | None = None) -> list[Job]:
             next_attempt_at=now + hold
         )
     return [
-        Job(str(r.pk), str(r.endpoint_id), r.endpoint.url, r.endpoint.secret, r.body) for r in rows
+        Job(
+            str(r.pk),
+            str(r.endpoint_id),
+            r.endpoint.user_id,
+            r.endpoint.url,
+            r.endpoint.secret,
+            r.body,
+        )
+        for r in rows
     ]
 
 
@@ -189,8 +209,11 @@ def _disable(endpoint, now: datetime, reason: str) -> None:
 
 def deliver_due(clock: Clock | None = None, limit: int = 100) -> int:
     """Send every due delivery once, one after the other; return how many were tried.
+    (A failed one is due again later, not in this call.)
     (The worker sends them several at once: `reports.webhooks.sender`.)"""
-    jobs = claim_due(limit, clock)
-    for job in jobs:
-        record(job, send(job, clock), clock)
-    return len(jobs)
+    tried = 0
+    while jobs := claim_due(limit, clock):
+        for job in jobs:
+            record(job, send(job, clock), clock)
+        tried += len(jobs)
+    return tried

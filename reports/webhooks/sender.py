@@ -1,5 +1,6 @@
 """The worker's webhook sender: due deliveries go out a few at once, each POST on a thread
-of its own, so a slow endpoint never holds the supervisor's claims or the streams."""
+of its own, so a slow endpoint never holds the supervisor's claims or the streams; and one
+a user at a time, so one user's slow endpoints never hold every place."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ class Sender:
         self.poll_s = poll_s
         self.in_flight = in_flight
         self._posts = ThreadPoolExecutor(in_flight, thread_name_prefix="reportline-webhooks")
-        self._sending: set[asyncio.Task] = set()
+        self._sending: dict[asyncio.Task, int] = {}  # each send, and whose it is
 
     async def run_forever(self) -> None:
         try:
@@ -33,19 +34,23 @@ class Sender:
                     log.exception("webhook sender error; retrying")
                 await asyncio.sleep(self.poll_s)
         finally:
-            for task in self._sending:
+            for task in list(self._sending):
                 task.cancel()
             self._posts.shutdown(wait=False, cancel_futures=True)
 
     async def send_due(self) -> int:
         """Claim as many due deliveries as there are free places, and start sending them."""
         free = self.in_flight - len(self._sending)
-        jobs = await on_shared_db(delivery.claim_due)(free, self.clock)
+        busy = set(self._sending.values())
+        jobs = await on_shared_db(delivery.claim_due)(free, self.clock, busy)
         for job in jobs:
             task = asyncio.create_task(self._send(job), name=f"webhook-{job.delivery_id}")
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            self._sending[task] = job.user_id
+            task.add_done_callback(self._done)
         return len(jobs)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._sending.pop(task, None)
 
     async def _send(self, job: delivery.Job) -> None:
         loop = asyncio.get_running_loop()

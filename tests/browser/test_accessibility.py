@@ -1,6 +1,6 @@
 """axe-core finds nothing on the pages a user meets — upload, streaming, finished, failed,
-cancelled and the webhooks settings — on a desktop and on a phone; and a phone never hides the user's own words
-behind a sideways scroll."""
+cancelled and the webhooks settings — on a desktop and on a phone; and a phone never hides
+the user's own words behind a sideways scroll."""
 
 from __future__ import annotations
 

@@ -54,12 +54,12 @@ class Receiver:
                 if answer == "hang":
                     receiver._release.wait(30)
                     return  # the connection closes unanswered
+                receiver.answered.append(answer)  # before the sender can read it
                 self.send_response(answer)
                 if 300 <= answer < 400:
                     self.send_header("Location", "/elsewhere")
                 self.send_header("Content-Length", "0")
                 self.end_headers()
-                receiver.answered.append(answer)
 
             def log_message(self, *args) -> None:
                 pass

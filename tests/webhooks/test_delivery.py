@@ -13,7 +13,7 @@ from django.utils import timezone
 from reports import lifecycle
 from reports.models import DeliveryStatus, Status, WebhookDelivery
 from reports.webhooks import endpoints
-from reports.webhooks.delivery import RETRY_DELAYS_S, deliver_due
+from reports.webhooks.delivery import RETRY_DELAYS_S, claim_due, deliver_due
 from tests.helpers import run_all, whole_report
 from tests.webhooks.receiver import PUBLIC_IP
 
@@ -152,3 +152,21 @@ def test_an_endpoint_that_does_not_answer_in_time_is_tried_again(
     assert delivery.status == "pending" and delivery.last_status_code is None
     assert "0.3 s" in delivery.last_error
     assert delivery.next_attempt_at <= clock.wall() + timedelta(seconds=RETRY_DELAYS_S[0])
+
+
+def test_one_users_backlog_never_takes_every_place_of_a_sender(
+    alice, bob, make_task, receiver, local_hook, clock
+):
+    inbox = receiver()
+    local_hook(inbox)
+    endpoints.register(bob, inbox.url)
+    for _ in range(3):
+        lifecycle.cancel_task(make_task())  # alice's, first
+    lifecycle.cancel_task(make_task(owner=bob))
+
+    claimed = claim_due(2, clock)
+
+    assert sorted(job.user_id for job in claimed) == sorted([alice.pk, bob.pk])
+    # While the sender still sends alice's, her next ones wait for it.
+    assert claim_due(2, clock, busy_users={alice.pk}) == []
+    assert len(claim_due(2, clock)) == 1
