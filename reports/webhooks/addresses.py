@@ -37,6 +37,8 @@ def parse(url: str) -> tuple[str, str, int, str]:
         raise Refused("Send the endpoint's URL.")
     if len(url) > MAX_URL_CHARS:
         raise Refused(f"The URL is longer than {MAX_URL_CHARS:,} characters.")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise Refused("The URL must not contain spaces or control characters.")
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -17,9 +17,9 @@ MAX_BODY_BYTES = 8192  # a URL of 2,000 characters, JSON-escaped, with room to s
 def webhooks(request: HttpRequest, user) -> JsonResponse:
     if request.method == "GET":
         return JsonResponse({"webhooks": endpoints.listing(user)})
+    if int(request.META.get("CONTENT_LENGTH") or 0) > MAX_BODY_BYTES:  # a number (reports.auth)
+        raise ApiError(400, "invalid_request", f"The body is over {MAX_BODY_BYTES:,} bytes.")
     try:
-        if len(request.body) > MAX_BODY_BYTES:
-            raise ValueError
         url = json.loads(request.body)["url"]
     except (ValueError, TypeError, KeyError, RawPostDataException):
         raise ApiError(400, "invalid_request", 'Send {"url": "https://…"} as JSON.') from None

@@ -51,6 +51,7 @@ def test_only_the_owner_removes_an_endpoint(alice_client, bob_client, dns):
     ("url", "hint"),
     [
         ("ftp://hooks.example.com/", "http"),
+        ("https://hooks.example.com/\u0000", "control characters"),
         ("https://hooks.example.com/" + "a" * 2000, "2,000"),
         ("http://127.0.0.1:8000/", "127.0.0.1"),
         ("http://10.1.2.3/", "10.1.2.3"),
