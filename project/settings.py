@@ -407,6 +407,12 @@ REPORTS_DRAIN_S = env_number("REPORTS_DRAIN_S", 10, minimum=0)
 # Open streams (SSE and WebSocket together) one user may hold in one process.
 REPORTS_MAX_STREAMS_PER_USER = env_int("REPORTS_MAX_STREAMS_PER_USER", 20, minimum=1)
 
+# Webhooks (docs/webhooks.md): endpoints on loopback, private or link-local addresses are
+# refused unless this is on (a receiver on the same machine, in development); the seconds
+# one delivery may take.
+REPORTS_WEBHOOK_ALLOW_PRIVATE = env_bool("REPORTS_WEBHOOK_ALLOW_PRIVATE", False)
+REPORTS_WEBHOOK_TIMEOUT_S = env_number("REPORTS_WEBHOOK_TIMEOUT_S", 10, minimum=0.1)
+
 # --- Observability (docs/observability.md) -----------------------------------------------
 APP_VERSION = env_str("APP_VERSION")  # unset: the package version + the git commit
 REPORTS_OTEL = env_bool("REPORTS_OTEL", False)  # OpenTelemetry tracing; needs the otel extra

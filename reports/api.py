@@ -7,8 +7,8 @@ import json
 import logging
 import math
 
-from django.db.models import F, Prefetch, prefetch_related_objects
-from django.db.models.functions import Length, Now
+from django.db.models import F
+from django.db.models.functions import Now
 from django.http import (
     FileResponse,
     HttpRequest,
@@ -20,9 +20,10 @@ from django.urls import reverse
 
 from reports import exports, lifecycle, presentation, storage, submissions
 from reports.auth import NOT_FOUND, ApiError, api_view, owned_task
-from reports.models import Attempt, Status, Task, TaskEvent
+from reports.models import Status, Task
 from reports.observability import tracing
 from reports.serving import download_names
+from reports.serving.task_body import task_bodies, task_body
 from reports.submissions import form as submission_form
 
 log = logging.getLogger(__name__)
@@ -32,99 +33,6 @@ MAX_PAGE = 1_000_000  # fifty million tasks: far past any list, well inside the 
 # the time is reported, plus this for the upload itself, bounds it; an hour always does.
 UPLOAD_ALLOWANCE_MS = 60_000
 MAX_FIRST_TEXT_MS = 3_600_000
-INCOMPLETE = {Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
-
-
-def task_body(task: Task) -> dict:
-    return task_bodies([task])[0]
-
-
-def task_bodies(tasks: list[Task]) -> list[dict]:
-    """Return the tasks' bodies in a fixed number of queries, however many tasks there are.
-
-    Attempts come in one query (their text counted in the database, not loaded), the
-    streamed length of attempts still running in one more; a task read with
-    `with_queue_position()` brings its place in line along.
-    """
-    prefetch_related_objects(
-        tasks,
-        Prefetch(
-            "attempts",
-            queryset=Attempt.objects.order_by("number")
-            .defer("text")
-            .annotate(text_length=Length("text")),
-            to_attr="numbered_attempts",
-        ),
-    )
-    running = [t.pk for t in tasks if t.numbered_attempts and not t.numbered_attempts[-1].ended_at]
-    streamed = TaskEvent.objects.text_lengths(running) if running else {}
-    bodies = []
-    for task in tasks:
-        last = task.numbered_attempts[-1] if task.numbered_attempts else None
-        if last is None:
-            text_length = 0
-        elif last.ended_at is not None:
-            text_length = last.text_length
-        else:
-            text_length = streamed.get((str(task.pk), last.number), 0)
-        bodies.append(_body(task, task.numbered_attempts, text_length))
-    return bodies
-
-
-def _body(task: Task, attempts: list[Attempt], text_length: int) -> dict:
-    last = attempts[-1] if attempts else None
-    usage = None
-    if last is not None and last.usage_source:
-        usage = {
-            "input_tokens": last.input_tokens,
-            "output_tokens": last.output_tokens,
-            "cached_tokens": last.cached_tokens,
-            "usage_source": last.usage_source,
-        }
-    return {
-        "task_id": str(task.pk),
-        "status": task.status,
-        "lane": task.lane,
-        "url": reverse("task", args=[task.pk]),
-        "events_url": reverse("api-task-events", args=[task.pk]),
-        "ws_url": f"/ws/tasks/{task.pk}/",  # a Channels route: reverse() does not know it
-        "created_at": task.created_at.isoformat(),
-        "queue_position": task.queue_position(),
-        "attempts": [
-            {
-                "attempt_id": str(a.pk),
-                "number": a.number,
-                "status": a.status,
-                "error_type": a.error_type or None,
-                "started_at": a.started_at.isoformat(),
-                "ended_at": a.ended_at.isoformat() if a.ended_at else None,
-            }
-            for a in attempts
-        ],
-        "text_length": text_length,
-        "partial": task.status in INCOMPLETE and text_length > 0,
-        "error": (
-            {"type": task.error_type, "message": task.user_message} if task.error_type else None
-        ),
-        "result": (
-            {
-                "result_id": str(task.result_id),
-                "download_url": reverse("api-task-result", args=[task.pk]),
-                "sha256": task.result_sha256,
-                "bytes": task.result_bytes,
-            }
-            if task.status == Status.SUCCEEDED
-            else None
-        ),
-        "timings": {
-            "queue_ms": task.queue_ms,
-            "first_text_ms": task.first_text_ms,
-            "frontend_first_text_ms": task.frontend_first_text_ms,
-            "duration_ms": task.duration_ms,
-        },
-        "usage": usage,
-        "cost_status": task.cost_status,
-    }
 
 
 @api_view({"GET", "POST"})

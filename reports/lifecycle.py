@@ -3,7 +3,8 @@
 Every path that ends a task — its runner, the reaper of expired leases, a cancel of a
 queued task, an administrator's resolution — calls `end_task`: one transaction writes
 the task's terminal status and event, the end of its current attempt when there is
-one, and settles its money; once that commits, the event is broadcast and the
+one, settles its money and writes the owner's webhook deliveries (the outbox,
+`reports.webhooks.outbox`); once that commits, the event is broadcast and the
 `attempt.ended` and `task.ended` lines are logged. So every end is settled, announced
 and logged alike.
 
@@ -24,6 +25,7 @@ from reports.events import Draft, Event
 from reports.models import LEASED, TERMINAL, Attempt, Status, Task
 from reports.observability.task_logs import log_task_ended
 from reports.streaming import broadcast
+from reports.webhooks import outbox
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,7 @@ def end_task(
             budgets.settle_task(task_id)
         else:
             budgets.settle_pending(task_id, unknown_cost)
+        outbox.write(task_id, event.type)  # the owner's webhooks, with the end or not at all
     _announce(written, attempt)
     log_task_ended(task_id)
     return written

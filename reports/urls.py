@@ -5,6 +5,8 @@ from reports.observability import views as observability_views
 from reports.sharing import api as sharing_api
 from reports.sharing import views as sharing_views
 from reports.streaming import sse
+from reports.webhooks import api as webhooks_api
+from reports.webhooks import pages as webhooks_pages
 
 urlpatterns = [
     # pages
@@ -19,6 +21,12 @@ urlpatterns = [
     path(
         "shared/<str:token>/sources/<str:passage_id>/", sharing_views.source, name="shared-source"
     ),
+    path("settings/webhooks/", webhooks_pages.settings_page, name="settings-webhooks"),
+    path(
+        "settings/webhooks/<str:webhook_id>/remove",
+        webhooks_pages.remove,
+        name="settings-webhook-remove",
+    ),
     # the JSON API and the event stream (docs/api.md)
     path("api/tasks", api.tasks, name="api-tasks"),
     path("api/tasks/<str:task_id>", api.task_detail, name="api-task"),
@@ -29,6 +37,8 @@ urlpatterns = [
     path("api/tasks/<str:task_id>/timing", api.timing, name="api-task-timing"),
     path("api/tasks/<str:task_id>/sources/<str:passage_id>", api.source, name="api-task-source"),
     path("api/tasks/<str:task_id>/share", sharing_api.share, name="api-task-share"),
+    path("api/webhooks", webhooks_api.webhooks, name="api-webhooks"),
+    path("api/webhooks/<str:webhook_id>", webhooks_api.webhook, name="api-webhook"),
     # observability (docs/observability.md)
     path("version", observability_views.version, name="version"),
     path("metrics", observability_views.metrics_view, name="metrics"),

@@ -7,7 +7,7 @@ from django.contrib import admin
 from django.db.models.functions import Length, Substr
 
 from reports import budgets
-from reports.models import STAGES, Attempt, Document, ShareLink
+from reports.models import STAGES, Attempt, Document, ShareLink, WebhookDelivery
 from reports.observability.charts import format_ms
 
 PREVIEW_CHARS = 200
@@ -113,3 +113,23 @@ class ShareLinkInline(ReadOnlyInline, admin.TabularInline):
 
     model = ShareLink
     fields = readonly_fields = ("created_at", "expires_at", "revoked_at")
+
+
+DELIVERY_FIELDS = (
+    "id",
+    "endpoint",
+    "event_type",
+    "status",
+    "attempts",
+    "next_attempt_at",
+    "last_status_code",
+    "last_error",
+    "created_at",
+    "delivered_at",
+)
+
+
+class WebhookDeliveryInline(ReadOnlyInline, admin.TabularInline):
+    model = WebhookDelivery
+    fields = readonly_fields = DELIVERY_FIELDS
+    verbose_name_plural = "webhook deliveries"

@@ -22,6 +22,7 @@ from reports.admin.inlines import (
     AttemptInline,
     DocumentInline,
     ShareLinkInline,
+    WebhookDeliveryInline,
     format_cost,
     format_stages,
 )
@@ -117,7 +118,7 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     search_fields = ("owner__username", "documents__name", "instructions")
     search_help_text = "A task id (exact), an owner's username, a file name or instructions."
     date_hierarchy = "created_at"
-    inlines = (DocumentInline, AttemptInline, ShareLinkInline)
+    inlines = (DocumentInline, AttemptInline, ShareLinkInline, WebhookDeliveryInline)
     actions = ("cancel_tasks", "requeue_reconciled", "fail_reconciled", "compare_tasks")
     # The outcome and the waterfall first: what an admin opens a task for.
     fieldsets = (

@@ -15,6 +15,7 @@ from reports.models.tasks import (
     TaskQuerySet,
     db_now_plus,
 )
+from reports.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from reports.states import (
     ADMIN_RESOLUTIONS,
     CLAIM_ORDER,
@@ -46,6 +47,7 @@ __all__ = [
     "Budget",
     "CircuitState",
     "CostStatus",
+    "DeliveryStatus",
     "Document",
     "ErrorType",
     "Event",
@@ -62,5 +64,7 @@ __all__ = [
     "Task",
     "TaskEvent",
     "TaskQuerySet",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "db_now_plus",
 ]

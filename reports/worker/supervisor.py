@@ -26,6 +26,7 @@ from reports.providers import concurrency, get_provider
 from reports.providers.base import Provider
 from reports.streaming import broadcast
 from reports.threads import on_shared_db, on_worker_thread
+from reports.webhooks.sender import Sender
 from reports.worker import identity, leases
 from reports.worker.attempt_core import CANCEL, LEASE_LOST
 from reports.worker.leases import Claim
@@ -110,12 +111,16 @@ class Supervisor:
         listener = asyncio.create_task(wakeups.listen(self.wake, self._set_listening))
         # What the provider runs beside the worker (the `local` provider's model server).
         companion = asyncio.create_task(self.provider.serve(), name="provider-companion")
+        # Ended tasks' webhooks (docs/webhooks.md), sent beside the claims, never in their way.
+        webhooks = asyncio.create_task(
+            Sender(self.clock, self.poll_s).run_forever(), name="webhook-sender"
+        )
         try:
             await self._loop()
         finally:
-            listener.cancel()
-            companion.cancel()
-            await asyncio.gather(listener, companion, return_exceptions=True)
+            for helper in (listener, companion, webhooks):
+                helper.cancel()
+            await asyncio.gather(listener, companion, webhooks, return_exceptions=True)
 
     async def _loop(self) -> None:
         reap_every = max(1.0, settings.REPORTS_LEASE_S / 3)

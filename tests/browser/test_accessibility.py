@@ -1,6 +1,6 @@
-"""axe-core finds nothing on the pages a user meets — upload, streaming, finished, failed and
-cancelled — on a desktop and on a phone; and a phone never hides the user's own words
-behind a sideways scroll."""
+"""axe-core finds nothing on the pages a user meets — upload, streaming, finished, failed,
+cancelled and the webhooks settings — on a desktop and on a phone; and a phone never hides
+the user's own words behind a sideways scroll."""
 
 from __future__ import annotations
 
@@ -51,6 +51,8 @@ def wait_for_status(page: Page, value: str) -> None:
 
 def test_the_upload_and_finished_pages(viewport_page, fast_server, sample_file):
     page = viewport_page(fast_server)
+    page.goto("/settings/webhooks/")
+    assert_accessible(page, "webhooks page")
     page.goto("/")
     assert_accessible(page, "upload page")
     upload(page, sample_file, instructions=LONG_INSTRUCTIONS)

@@ -16,6 +16,7 @@ import { Connection, socketUrl } from "./connection.js";
 import { ConnectionLine } from "./connection-line.js";
 import { firstTextReporter } from "./first-text.js";
 import { Follow } from "./follow.js";
+import { EndNotice } from "./notify.js";
 import { INCOMPLETE, StatusLine } from "./status.js";
 import { Coalescer, StreamText } from "./stream.js";
 import { TabTitle } from "./tab-title.js";
@@ -60,6 +61,10 @@ function start(root) {
     { now, worker: root.dataset.worker }
   );
   const tabTitle = new TabTitle(document, root.dataset.documentName || document.title);
+  const endNotice = new EndNotice(document, root.querySelector("[data-action=notify]"), {
+    api: window.Notification,
+    name: root.dataset.documentName || document.title,
+  });
   const connection = new Connection({
     url: (after) => socketUrl(root.dataset.socketUrl, after, window.location.href),
     resumeAfter: () => receivedSeq,
@@ -123,6 +128,7 @@ function start(root) {
     if (status.ended) {
       actions.ended(value);
       tabTitle.ended(value);
+      endNotice.ended(value);
       connection.end();
     }
     status.sync();

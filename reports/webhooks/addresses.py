@@ -1,0 +1,85 @@
+"""Which addresses a webhook may reach, checked when it is registered and again at each
+connection (a name may resolve elsewhere by then): never loopback, private, link-local,
+multicast, reserved, unspecified or a cloud's metadata service, unless
+REPORTS_WEBHOOK_ALLOW_PRIVATE is on. Cloud metadata stays refused even then."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+MAX_URL_CHARS = 2000
+METADATA = {ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")}
+
+
+class Refused(Exception):
+    """The URL may not be used; the message says why, for the user."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where to connect: the address checked, and the name and port the URL gave."""
+
+    scheme: str
+    host: str  # the name, for the Host header and TLS (SNI and the certificate)
+    port: int
+    ip: str
+    path: str  # with its query
+
+
+def parse(url: str) -> tuple[str, str, int, str]:
+    """Return the URL's scheme, host, port and path, or raise Refused."""
+    if not isinstance(url, str) or not url.strip():
+        raise Refused("Send the endpoint's URL.")
+    if len(url) > MAX_URL_CHARS:
+        raise Refused(f"The URL is longer than {MAX_URL_CHARS:,} characters.")
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        raise Refused("The URL must not contain spaces or control characters.")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        raise Refused("The URL cannot be read.") from None
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise Refused("The URL must be http:// or https:// with a host.")
+    if parts.username or parts.password:
+        raise Refused("The URL must not carry a user name or password.")
+    path = parts.path or "/"
+    if parts.query:
+        path += f"?{parts.query}"
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path
+
+
+def allowed(ip: str) -> bool:
+    address = ipaddress.ip_address(ip.split("%", 1)[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    if address in METADATA:
+        return False
+    if settings.REPORTS_WEBHOOK_ALLOW_PRIVATE:
+        return True
+    return address.is_global and not address.is_multicast
+
+
+def resolve(url: str) -> Target:
+    """Resolve the URL's host and return a target on an allowed address, or raise Refused
+    (when any of its addresses is not allowed: a name that points inside is refused)."""
+    scheme, host, port, path = parse(url)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):
+        raise Refused(f"The host {host} cannot be resolved.") from None
+    ips = [info[4][0] for info in infos]
+    if not ips:
+        raise Refused(f"The host {host} cannot be resolved.")
+    refused = [ip for ip in ips if not allowed(ip)]
+    if refused:
+        raise Refused(
+            f"The host {host} resolves to {refused[0]}, a loopback, private, link-local or "
+            "otherwise reserved address; webhooks go to public addresses only."
+        )
+    return Target(scheme, host, port, ips[0], path)

@@ -1,0 +1,37 @@
+"""The settings page of a user's webhooks: add one (its secret shown once), remove one, and
+see why one was disabled."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods, require_POST
+
+from reports.webhooks import endpoints
+
+
+@never_cache  # it may show a new secret
+@login_required
+@require_http_methods(["GET", "POST"])
+def settings_page(request: HttpRequest) -> HttpResponse:
+    context = {"error": None, "created": None, "url": ""}
+    status = 200
+    if request.method == "POST":
+        url = request.POST.get("url", "")
+        try:
+            context["created"] = endpoints.register(request.user, url)
+        except endpoints.Invalid as exc:
+            context.update(error=str(exc), url=url[:2000])
+            status = 400
+    context["webhooks"] = endpoints.listing(request.user)
+    return render(request, "reports/webhooks.html", context, status=status)
+
+
+@login_required
+@require_POST
+def remove(request: HttpRequest, webhook_id: str) -> HttpResponse:
+    if not endpoints.remove(request.user, webhook_id):
+        raise Http404("No such webhook.")
+    return redirect("settings-webhooks")

@@ -1,0 +1,62 @@
+"""A resolver the test controls, a local receiver, and an endpoint of alice's on it."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from reports.clock import FakeClock
+from reports.webhooks import endpoints
+from tests.webhooks.receiver import Receiver
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The senders' clock, a few seconds ahead of the real time at which a task's end
+    writes its deliveries, so that they are due on it at once."""
+    ahead = FakeClock()
+    ahead.advance(5)
+    return ahead
+
+
+@pytest.fixture
+def dns(monkeypatch) -> dict[str, str]:
+    """Names the test maps to addresses (others resolve as usual); change it at any time."""
+    names: dict[str, str] = {}
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host in names:
+            family = socket.AF_INET6 if ":" in names[host] else socket.AF_INET
+            return [(family, socket.SOCK_STREAM, 6, "", (names[host], port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return names
+
+
+@pytest.fixture
+def receiver():
+    made = []
+
+    def make(*answers) -> Receiver:
+        made.append(Receiver(*answers))
+        return made[-1]
+
+    yield make
+    for each in made:
+        each.close()
+
+
+@pytest.fixture
+def local_hook(alice, dns, settings):
+    """Return a factory: alice's endpoint on a local receiver answering as scripted, private
+    addresses allowed (the receiver is on this machine)."""
+    settings.REPORTS_WEBHOOK_ALLOW_PRIVATE = True
+
+    def make(receiver: Receiver):
+        dns["hooks.example.test"] = "127.0.0.1"
+        return endpoints.register(alice, receiver.url)
+
+    return make

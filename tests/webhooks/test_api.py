@@ -1,0 +1,92 @@
+"""The webhook routes: register (the secret shown once), list without secrets, remove;
+what may not be registered, and how many."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from reports.models import WebhookEndpoint
+from reports.webhooks import endpoints
+from tests.helpers import assert_refused
+from tests.webhooks.receiver import PUBLIC_IP
+
+pytestmark = pytest.mark.django_db
+
+
+def register(client, url):
+    return client.post("/api/webhooks", {"url": url}, content_type="application/json")
+
+
+def test_a_registered_endpoint_gets_its_secret_once_and_is_listed_without_it(alice_client, dns):
+    dns["hooks.example.com"] = PUBLIC_IP
+
+    created = register(alice_client, "https://hooks.example.com/reportline")
+
+    assert created.status_code == 201
+    body = created.json()
+    assert set(body) == {"id", "url", "secret"}
+    assert body["url"] == "https://hooks.example.com/reportline"
+    assert body["secret"].startswith("whsec_")
+    assert 24 <= len(base64.b64decode(body["secret"].removeprefix("whsec_"))) <= 32
+    listed = alice_client.get("/api/webhooks").json()["webhooks"]
+    assert [hook["id"] for hook in listed] == [body["id"]]
+    assert listed[0]["disabled"] is False and listed[0]["disabled_reason"] is None
+    assert body["secret"] not in alice_client.get("/api/webhooks").content.decode()
+
+
+def test_only_the_owner_removes_an_endpoint(alice_client, bob_client, dns):
+    dns["hooks.example.com"] = PUBLIC_IP
+    hook = register(alice_client, "https://hooks.example.com/").json()["id"]
+
+    assert_refused(bob_client.delete(f"/api/webhooks/{hook}"), 404, "not_found")
+    assert_refused(bob_client.delete("/api/webhooks/not-an-id"), 404, "not_found")
+    assert bob_client.get("/api/webhooks").json() == {"webhooks": []}
+    assert alice_client.delete(f"/api/webhooks/{hook}").status_code == 204
+    assert alice_client.get("/api/webhooks").json() == {"webhooks": []}
+
+
+@pytest.mark.parametrize(
+    ("url", "hint"),
+    [
+        ("ftp://hooks.example.com/", "http"),
+        ("https://hooks.example.com/\u0000", "control characters"),
+        ("https://hooks.example.com/" + "a" * 2000, "2,000"),
+        ("http://127.0.0.1:8000/", "127.0.0.1"),
+        ("http://10.1.2.3/", "10.1.2.3"),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254"),
+        ("http://[::1]/", "::1"),
+        ("http://[::ffff:192.168.0.1]/", "192.168.0.1"),
+        ("http://0.0.0.0/", "0.0.0.0"),
+        ("http://inside.example.com/", "127.0.0.1"),  # a name that points at the machine itself
+    ],
+)
+def test_an_endpoint_that_is_not_a_public_http_address_is_refused(alice_client, dns, url, hint):
+    dns["hooks.example.com"] = PUBLIC_IP
+    dns["inside.example.com"] = "127.0.0.1"
+
+    assert_refused(register(alice_client, url), 400, "invalid_request", hint)
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_a_user_has_a_bounded_number_of_endpoints(alice_client, dns):
+    dns["hooks.example.com"] = PUBLIC_IP
+    for n in range(endpoints.MAX_ENDPOINTS):
+        assert register(alice_client, f"https://hooks.example.com/{n}").status_code == 201
+
+    assert_refused(
+        register(alice_client, "https://hooks.example.com/more"),
+        400,
+        "invalid_request",
+        str(endpoints.MAX_ENDPOINTS),
+    )
+
+
+def test_a_body_without_a_url_is_refused(alice_client):
+    assert_refused(
+        alice_client.post("/api/webhooks", "{}", content_type="application/json"),
+        400,
+        "invalid_request",
+        "url",
+    )

@@ -1,0 +1,45 @@
+"""The webhooks settings page: reached from every page's header, adds an address showing its
+secret this once, refuses what the API refuses, removes one."""
+
+from __future__ import annotations
+
+import pytest
+
+from reports.models import WebhookEndpoint
+from reports.webhooks import endpoints
+from tests.webhooks.receiver import PUBLIC_IP
+
+pytestmark = pytest.mark.django_db
+
+
+def test_an_address_added_on_the_page_shows_its_secret_once_and_can_be_removed(alice_client, dns):
+    dns["hooks.example.com"] = PUBLIC_IP
+    assert 'href="/settings/webhooks/"' in alice_client.get("/").content.decode()
+
+    added = alice_client.post("/settings/webhooks/", {"url": "https://hooks.example.com/in"})
+
+    hook = WebhookEndpoint.objects.get()
+    assert added.status_code == 200
+    assert hook.secret in added.content.decode()
+    assert "no-store" in added["Cache-Control"]
+    again = alice_client.get("/settings/webhooks/").content.decode()
+    assert "https://hooks.example.com/in" in again and hook.secret not in again
+    removed = alice_client.post(f"/settings/webhooks/{hook.pk}/remove")
+    assert removed.status_code == 302
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_the_page_refuses_a_private_address_and_says_why(alice_client):
+    refused = alice_client.post("/settings/webhooks/", {"url": "http://192.168.1.10/hook"})
+
+    assert refused.status_code == 400
+    assert "192.168.1.10" in refused.content.decode()
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_another_users_address_cannot_be_removed(alice, bob_client, dns):
+    dns["hooks.example.com"] = PUBLIC_IP
+    hook = endpoints.register(alice, "https://hooks.example.com/in")
+
+    assert bob_client.post(f"/settings/webhooks/{hook.pk}/remove").status_code == 404
+    assert WebhookEndpoint.objects.filter(pk=hook.pk).exists()
