@@ -16,7 +16,7 @@ from django.core.cache import cache
 
 from reports import api
 from reports.models import Task
-from reports.parsers import docx
+from reports.parsers import docx, ocr
 from reports.sharing import links
 from reports.worker import loops
 from tests.helpers import SAMPLE, assert_refused, run_all, submit, task_of, upload
@@ -33,6 +33,8 @@ CONSTANTS = {
     "RATIO_EXEMPT_BYTES": docx.RATIO_EXEMPT_BYTES / MB,
     "MAX_PAGE": api.MAX_PAGE,
     "MAX_DAYS": links.MAX_DAYS,
+    "MAX_PAGES": ocr.MAX_PAGES,
+    "PAGE_S": ocr.PAGE_S,
     "UPLOAD_ALLOWANCE_MS": api.UPLOAD_ALLOWANCE_MS / 1000,
     "MAX_FIRST_TEXT_MS": api.MAX_FIRST_TEXT_MS / 1000,
     "QUIET": loops.QUIET,
