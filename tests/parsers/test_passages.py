@@ -30,7 +30,7 @@ from tests.parsers import samples
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "corpus"
 FACTS = json.loads((CORPUS / "facts.json").read_text())
-HEADING_LINE = re.compile(r"^#{1,6}[ \t]+(.*?)[ \t#]*$|^(.+)\n(?:=+|-+)[ \t]*$", re.MULTILINE)
+HEADING_LINE = re.compile(r"^[ \t]*#{1,6}[ \t]+(.*?)[ \t#]*$|^(.+)\n(?:=+|-+)[ \t]*$", re.MULTILINE)
 SENTENCE_END = re.compile(r"[.!?][\"'\u201d\u2019)\]]*$")
 WORD = re.compile(r"\w+")
 BOUND = 400  # small, so that generated documents need many passages
