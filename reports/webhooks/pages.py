@@ -11,20 +11,27 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from reports.webhooks import endpoints
 
+CREATED = "webhook_created"
+
 
 @never_cache  # it may show a new secret
 @login_required
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
-    context = {"error": None, "created": None, "url": ""}
+    # A new endpoint's secret goes through the session to the page the POST redirects to,
+    # shown there once: reloading that page then neither shows it again nor adds another.
+    context = {"error": None, "created": request.session.pop(CREATED, None), "url": ""}
     status = 200
     if request.method == "POST":
         url = request.POST.get("url", "")
         try:
-            context["created"] = endpoints.register(request.user, url)
+            created = endpoints.register(request.user, url)
         except endpoints.Invalid as exc:
             context.update(error=str(exc), url=url[:2000])
             status = 400
+        else:
+            request.session[CREATED] = {"url": created.url, "secret": created.secret}
+            return redirect("settings-webhooks")
     context["webhooks"] = endpoints.listing(request.user)
     return render(request, "reports/webhooks.html", context, status=status)
 

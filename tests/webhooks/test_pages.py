@@ -16,14 +16,18 @@ def test_an_address_added_on_the_page_shows_its_secret_once_and_can_be_removed(a
     dns["hooks.example.com"] = PUBLIC_IP
     assert 'href="/settings/webhooks/"' in alice_client.get("/").content.decode()
 
-    added = alice_client.post("/settings/webhooks/", {"url": "https://hooks.example.com/in"})
+    added = alice_client.post(
+        "/settings/webhooks/", {"url": "https://hooks.example.com/in"}, follow=True
+    )
 
     hook = WebhookEndpoint.objects.get()
-    assert added.status_code == 200
+    assert added.redirect_chain == [("/settings/webhooks/", 302)]
     assert hook.secret in added.content.decode()
     assert "no-store" in added["Cache-Control"]
+    # A reload is a GET: no second endpoint, and the secret is not shown again.
     again = alice_client.get("/settings/webhooks/").content.decode()
     assert "https://hooks.example.com/in" in again and hook.secret not in again
+    assert WebhookEndpoint.objects.count() == 1
     removed = alice_client.post(f"/settings/webhooks/{hook.pk}/remove")
     assert removed.status_code == 302
     assert not WebhookEndpoint.objects.exists()
