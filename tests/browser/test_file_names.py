@@ -26,7 +26,7 @@ def test_a_file_name_is_shown_and_downloaded_as_the_user_gave_it(open_page, fast
     page.wait_for_url(TASK_URL)
     expect(page.locator("[data-task-title]")).to_have_text(NAME)
 
-    download_link = page.locator("a[data-download]")
+    download_link = page.locator("a[data-download][data-format=md]")
     expect(download_link).to_be_visible(timeout=30_000)
     with page.expect_download() as download:
         download_link.click()
