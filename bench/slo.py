@@ -300,9 +300,7 @@ def gate(suites: list[Callable[[Sizes], Iterable[Check]]], *, quick: bool, quiet
     before = machine()
     refused = [] if quick else quiet()
     checks: list[Check] = []
-    if refused:
-        print("not judged: the machine is not quiet: " + "; ".join(refused), flush=True)
-    else:
+    if not refused:
         for suite in suites:
             checks += suite(QUICK if quick else Sizes())
     for check in checks:
@@ -312,8 +310,8 @@ def gate(suites: list[Callable[[Sizes], Iterable[Check]]], *, quick: bool, quiet
             check.judge()
     status = 0 if quick else exit_status(checks, refused)
     show(checks, before, machine(), refused, quick, status)
-    if not quick:
-        save(checks, before, refused, status)
+    if checks and not quick:  # a refusal at the start keeps the last judged run's file
+        save(checks, before, status)
     return status
 
 
@@ -330,13 +328,13 @@ def show(checks, before, after, refused, quick, status) -> None:
     if quick:
         print("--quick: tiny sizes, a smoke check of the gate; nothing is judged")
     elif refused:
-        print("not judged: " + "; ".join(refused))
+        print("not judged: the machine is not quiet: " + "; ".join(refused))
     meaning = {0: "every target met", 1: "a target MISSED", 2: "not judged"}[status]
     meaning = "the benchmarks ran" if quick else meaning
     print(f"exit {status}: {meaning}")
 
 
-def save(checks, before, refused, status) -> None:
+def save(checks, before, status) -> None:
     results = Results("slo")
     for check in checks:
         results.add(
@@ -350,7 +348,6 @@ def save(checks, before, refused, status) -> None:
     results.data = {
         "commit": commit(),
         "load_average_before": before["load_average"],
-        "refused": refused,
         "verdicts": {check.measure: check.verdict for check in checks},
         "not_judged_because": {c.measure: c.why for c in checks if c.why},
         "exit": status,

@@ -44,7 +44,7 @@ def test_a_missed_target_fails_the_gate_and_is_saved(capsys, results_dir):
     assert saved["data"]["verdicts"] == {"fan-out lag P99": "MISSED", "streams lost": "met"}
 
 
-def test_a_busy_machine_is_not_judged_and_runs_nothing(capsys):
+def test_a_busy_machine_is_not_judged_and_runs_nothing(capsys, results_dir):
     ran = []
 
     def measured(sizes):
@@ -57,6 +57,7 @@ def test_a_busy_machine_is_not_judged_and_runs_nothing(capsys):
     assert ran == []
     out = capsys.readouterr().out
     assert "not judged: the machine is not quiet" in out and "exit 2" in out
+    assert not (results_dir / "slo.json").exists()  # the last judged run's file stays
     assert slo.unquiet(0.3, 2, []) == []
 
 
