@@ -86,3 +86,15 @@ def test_quick_judges_nothing_and_saves_nothing(capsys, results_dir):
     out = capsys.readouterr().out
     assert "not judged (--quick)" in out and "MISSED" not in out
     assert not (results_dir / "slo.json").exists()
+
+
+def test_a_benchmark_that_breaks_is_a_miss_and_the_others_still_run(capsys):
+    def broken(sizes):
+        raise RuntimeError("the clients failed")
+
+    ran = suite(lag(100))
+    assert slo.gate([broken, ran], quick=False, quiet=quiet) == 1
+    out = capsys.readouterr().out
+    assert "broken: ran to the end" in out and "the clients failed" in out
+    assert "fan-out lag P99" in out
+    assert slo.gate([broken, ran], quick=True, quiet=quiet) == 1
