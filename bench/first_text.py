@@ -53,12 +53,8 @@ def click_start(page) -> None:
     page.click("[data-start]")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--server", default="daphne")
-    args = parser.parse_args()
-
+def run(runs: int = 20, server: str = "daphne") -> dict:
+    """Alternate `runs` app and bare runs; return their samples and the tasks' timings."""
     layout = Layout.embedded()
     env = layout.environ(
         REPORTS_SIMULATED_PROFILE="openai",
@@ -67,8 +63,8 @@ def main() -> None:
         REPORTS_EMBEDDED_SLOTS=50,
     )
     user = layout.django("prepare", env=env)
-    app = serve(layout, env, server=args.server, extra=("--static",))
-    bare = serve(layout, layout.environ(), server=args.server, extra=("--bare",))
+    app = serve(layout, env, server=server, extra=("--static",))
+    bare = serve(layout, layout.environ(), server=server, extra=("--bare",))
     samples = {"app": [], "bare": []}
     updates = {"app": [], "bare": []}
     try:
@@ -77,7 +73,7 @@ def main() -> None:
         with chromium() as browser:
             context = logged_in(browser, app.url, user["cookie"])
             page = context.new_page()
-            for _ in range(args.runs):  # alternate, so both see the same machine
+            for _ in range(runs):  # alternate, so both see the same machine
                 first, count = measure(page, f"{app.url}/", click_upload)
                 samples["app"].append(first)
                 updates["app"].append(count)
@@ -92,7 +88,17 @@ def main() -> None:
     finally:
         app.stop()
         bare.stop()
-    stored = layout.django("collect", env=env).values()
+    stored = list(layout.django("collect", env=env).values())
+    return {"samples_ms": samples, "updates_first_100ms": updates, "stored": stored}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--server", default="daphne")
+    args = parser.parse_args()
+    measured = run(args.runs, args.server)
+    samples, updates = measured["samples_ms"], measured["updates_first_100ms"]
 
     results = Results("first_text")
     results.data = {"samples_ms": samples, "updates_first_100ms": updates, "runs": args.runs}
@@ -116,7 +122,7 @@ def main() -> None:
     )
     # Where the app's time goes, from the task's own timings (measured from submit).
     for name in ("queue_ms", "first_text_ms", "frontend_first_text_ms"):
-        values = [row[name] for row in stored if row[name] is not None]
+        values = [row[name] for row in measured["stored"] if row[name] is not None]
         results.add(f"breakdown: submit → {name} (P50)", percentile(values, 50), "ms")
     results.show()
     print(f"saved {results.save()}")

@@ -30,24 +30,18 @@ TEXT = "document.querySelector('[data-report-stream]').textContent"
 STATUS = "document.querySelector('[data-task-status]').dataset.taskStatus"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, default=10)
-    parser.add_argument("--reloads", type=int, default=100)
-    parser.add_argument("--chars", type=int, default=16_000)
-    parser.add_argument("--seed", type=int, default=1)
-    args = parser.parse_args()
-    rng = random.Random(args.seed)
-
+def run(streams: int = 10, reloads: int = 100, chars: int = 16_000, seed: int = 1) -> dict:
+    """Reload live task pages at random; return the timings and what the pages showed."""
+    rng = random.Random(seed)
     layout = Layout.embedded()
     env = layout.environ(
         REPORTS_SIMULATED_PROFILE="openai",
-        REPORTS_MAX_RUNNING=args.streams,
-        REPORTS_LANE_LIMITS=f"short={args.streams},long=1",
-        REPORTS_EMBEDDED_SLOTS=args.streams,
+        REPORTS_MAX_RUNNING=streams,
+        REPORTS_LANE_LIMITS=f"short={streams},long=1",
+        REPORTS_EMBEDDED_SLOTS=streams,
     )
     user = layout.django("prepare", env=env)
-    app = serve(layout, env, extra=("--static", "--report-chars", str(args.chars)))
+    app = serve(layout, env, extra=("--static", "--report-chars", str(chars)))
     bare = serve(layout, layout.environ(), extra=("--bare",))
     replay, static, resume, prefix_errors, shown = [], [], [], 0, {}
     try:
@@ -56,14 +50,14 @@ def main() -> None:
         with chromium() as browser:
             context = logged_in(browser, app.url, user["cookie"])
             pages = {}
-            for _ in range(args.streams):
+            for _ in range(streams):
                 task_id = submit(app.url, user["token"], str(SAMPLE))
                 page = context.new_page()
                 page.goto(f"{app.url}/tasks/{task_id}/")
                 pages[task_id] = page
             static_page = context.new_page()
             time.sleep(1.0)  # let every stream begin
-            for _ in range(args.reloads):
+            for _ in range(reloads):
                 task_id = rng.choice(list(pages))
                 page = pages[task_id]
                 time.sleep(rng.uniform(0.05, 0.4))
@@ -105,6 +99,26 @@ def main() -> None:
         print(f"{task_id}: shown {len(text)} chars, stored {len(report)}, first difference {at}")
     for task_id, texts in shown.items():
         prefix_errors += sum(not stored[task_id]["text"].startswith(t) for t in texts)
+
+    return {
+        "replay_ms": replay,
+        "static_ms": static,
+        "resume_ms": resume,
+        "wrong": wrong,
+        "prefix_errors": prefix_errors,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=10)
+    parser.add_argument("--reloads", type=int, default=100)
+    parser.add_argument("--chars", type=int, default=16_000)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    measured = run(args.streams, args.reloads, args.chars, args.seed)
+    replay, static, resume = measured["replay_ms"], measured["static_ms"], measured["resume_ms"]
+    wrong, prefix_errors = measured["wrong"], measured["prefix_errors"]
 
     results = Results("replay")
     results.data = {"replay_ms": replay, "static_ms": static, "resume_ms": resume}
