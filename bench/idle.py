@@ -21,6 +21,8 @@ import time
 from bench.harness import PYTHON, ROOT, SAMPLE, Layout, Results, percentile, serve, work
 from bench.wsclient import submit
 
+SERVER = "uvicorn"  # the production web server (docs/production.md)
+
 
 def pickup(layout: Layout, tasks: int) -> list[float]:
     # Reports that take a moment, and slots to spare: every task meets a free slot.
@@ -32,7 +34,7 @@ def pickup(layout: Layout, tasks: int) -> list[float]:
         REPORTS_LANE_LIMITS="short=8,long=1",
     )
     user = layout.django("prepare", env=env)
-    processes = [serve(layout, env)]
+    processes = [serve(layout, env, server=SERVER)]
     if layout.name == "scale-out":
         processes.append(work(layout, env, slots=4))
     try:
@@ -88,7 +90,7 @@ def idle(layout: Layout, connections: int, idle_s: float) -> dict:
         REPORTS_QUEUE_LIMIT=1000,
     )
     user = layout.django("prepare", env=env)
-    processes = [serve(layout, env)]
+    processes = [serve(layout, env, server=SERVER)]
     if layout.name == "scale-out":
         processes.append(work(layout, env, slots=4))
     try:
@@ -115,7 +117,7 @@ def idle(layout: Layout, connections: int, idle_s: float) -> dict:
 
 
 def bare_memory(layout: Layout, connections: int) -> float:
-    server = serve(layout, layout.environ(), extra=("--bare",))
+    server = serve(layout, layout.environ(), server=SERVER, extra=("--bare",))
     try:
         server.wait_ready(path="/page/")
         before = server.rss_kb()

@@ -18,6 +18,9 @@ add probes and change what a baseline needs changed:
   N characters, for the browser rendering benchmark.
 * `--bare`: serve `bench.bare` (no Django) instead of the app.
 * `--static`: serve /static/ from the app's files too, as nginx does in production.
+* `BENCH_WS_DEFLATE=1`: uvicorn negotiates permessage-deflate, as it does unless told
+  not to, for the baseline of the production layout's `--ws-per-message-deflate false`
+  (docs/production.md).
 * `BENCH_SWITCH_INTERVAL_S=<seconds>`: the interpreter's thread switch interval instead
   of the app's own (Python's default is 0.005), for the baseline of that choice.
 """
@@ -86,7 +89,13 @@ def run_server(server: str, app, port: int) -> None:
 
         # The app speaks neither lifespan nor cares: Channels' router has no lifespan.
         uvicorn.run(
-            app, host="127.0.0.1", port=port, lifespan="off", log_level="warning", access_log=False
+            app,
+            host="127.0.0.1",
+            port=port,
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            ws_per_message_deflate=os.environ.get("BENCH_WS_DEFLATE") == "1",
         )
 
 
