@@ -182,7 +182,9 @@ class OpenAIServer:
                 await self._send_error(writer, reply)
             else:
                 await self._send_stream(reader, writer, reply)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except ConnectionError:  # the client hung up while the reply was being sent
+            self.client_closed.set()
+        except asyncio.IncompleteReadError:
             pass
         finally:
             if counted:
