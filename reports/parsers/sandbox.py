@@ -4,9 +4,13 @@ A hostile document can make a parser loop or allocate without end. In a child pr
 with `setrlimit` applied before the document is read, that costs the child its life and
 the user a clear message, never the server its CPU or memory.
 
-Run as `python -m reports.parsers.sandbox <entry> <cpu_s> <memory_mb> <news_fd>`: the child
-reads the document on stdin, calls `entry` (a dotted path to a function of bytes) and writes
-its result, or the message of the ParseError it raised, as JSON on stdout.
+Run as `python -m reports.parsers.sandbox <news_fd>`: the child imports the readers most
+documents need, then waits. Its stdin brings one line of JSON (`entry`, a dotted path to a
+function of bytes, `cpu_s` and `memory_mb`), then the document; it applies the limits,
+calls `entry` and writes its result, or the message of the ParseError it raised, as JSON
+on stdout. Each document still gets a process of its own, but the next one is started
+as the last parse ends (the spare): the interpreter's start and those imports, most of a
+markdown document's parse, are then off the path to the report's first text.
 
 A slow reader (OCR, reports/parsers/ocr.py) says how far it has come with `tell`, one JSON
 line on the pipe `news_fd`: words for the user, which reach whoever started the parse under
@@ -25,6 +29,7 @@ import contextlib
 import contextvars
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -185,26 +190,45 @@ def _listen(news: int, deadline: _Deadline, listener: Callable[[str], None] | No
                 listener(label)
 
 
-def run(entry: str, data: bytes, limits: Limits):
-    """Return entry(data) computed in a limited child; raise ParseError when it fails,
-    Stopped when the block's `Stop` ended it."""
+# Imported by every child before it waits: the readers of the commonest documents.
+WARM_MODULES = ("reports.parsers.markdown", "reports.parsers.text")
+
+
+class _Spare:
+    """The next child, started and warmed before it is needed; one per process."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.child: tuple[subprocess.Popen, int] | None = None
+
+    def take(self) -> tuple[subprocess.Popen, int]:
+        with self.lock:
+            spare, self.child = self.child, None
+        if spare is not None and spare[0].poll() is None:
+            return spare
+        if spare is not None:  # it died waiting (killed from outside): start afresh
+            _discard(spare)
+        return _start()
+
+    def refill(self) -> None:
+        with self.lock:
+            if self.child is not None:
+                return
+        started = _start()
+        with self.lock:
+            if self.child is None:
+                self.child = started
+                return
+        _discard(started)
+
+
+def _start() -> tuple[subprocess.Popen, int]:
     news_read, news_write = os.pipe()
-    command = [
-        sys.executable,
-        "-m",
-        "reports.parsers.sandbox",
-        entry,
-        str(limits.cpu_s),
-        str(limits.memory_mb),
-        str(news_write),
-    ]
-    stop = _stop.get() or Stop()
-    deadline = _Deadline(limits)
     try:
         # Its own process group (start_new_session), so that a kill reaches the programs it
         # starts too; signals to the worker's group (a drain's SIGTERM) do not reach it.
         child = subprocess.Popen(
-            command,
+            [sys.executable, "-m", "reports.parsers.sandbox", str(news_write)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -216,6 +240,35 @@ def run(entry: str, data: bytes, limits: Limits):
         raise
     finally:
         os.close(news_write)
+    return child, news_read
+
+
+def _discard(spare: tuple[subprocess.Popen, int]) -> None:
+    child, news_read = spare
+    with child:
+        _kill(child)
+        child.communicate()
+    os.close(news_read)
+
+
+_spare = _Spare()
+
+
+def run(entry: str, data: bytes, limits: Limits):
+    """Return entry(data) computed in a limited child; raise ParseError when it fails,
+    Stopped when the block's `Stop` ended it."""
+    try:
+        return _run(entry, data, limits)
+    finally:
+        _spare.refill()
+
+
+def _run(entry: str, data: bytes, limits: Limits):
+    child, news_read = _spare.take()
+    header = {"entry": entry, "cpu_s": limits.cpu_s, "memory_mb": limits.memory_mb}
+    data = json.dumps(header).encode() + b"\n" + data
+    stop = _stop.get() or Stop()
+    deadline = _Deadline(limits)
     listening = threading.Thread(
         target=_listen, args=(news_read, deadline, _told.get()), daemon=True
     )
@@ -270,7 +323,10 @@ def _limit_self(cpu_s: int, memory_mb: int) -> None:
     import resource
 
     # Over the soft CPU limit the kernel sends SIGXCPU (which ends the process), a second
-    # later SIGKILL; over the address-space limit, allocations fail with MemoryError.
+    # later SIGKILL; over the address-space limit, allocations fail with MemoryError. The
+    # CPU limit counts from the process's start: the warming imports are not the document's.
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s += math.ceil(usage.ru_utime + usage.ru_stime)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
     resource.setrlimit(resource.RLIMIT_AS, (memory_mb * MB, memory_mb * MB))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -283,14 +339,20 @@ def _limit_self(cpu_s: int, memory_mb: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _child(entry: str, cpu_s: str, memory_mb: str, news: str) -> None:
-    _limit_self(int(cpu_s), int(memory_mb))
+def _child(news: str) -> None:
     # This file runs as __main__ here; the entry's module imports it by its name.
     from reports.parsers import sandbox
 
+    for module in WARM_MODULES:
+        __import__(module)
+    line = sys.stdin.buffer.readline()
+    if not line:  # the process that started it ended: no document will come
+        return
+    header = json.loads(line)
+    _limit_self(int(header["cpu_s"]), int(header["memory_mb"]))
     sandbox._news = int(news)
     data = sys.stdin.buffer.read()
-    module, _, name = entry.rpartition(".")
+    module, _, name = header["entry"].rpartition(".")
     try:
         function = getattr(__import__(module, fromlist=[name]), name)
         answer = {"result": function(data)}

@@ -109,6 +109,11 @@ def docx_that_stalls(paragraphs: int = 100_000) -> bytes:
     )
 
 
+def own_pid(data: bytes) -> int:
+    """A sandbox entry that says which process ran it."""
+    return os.getpid()
+
+
 def sleep_forever(data: bytes) -> list[str]:
     """A sandbox entry that never ends and uses no CPU: only the wall clock stops it."""
     time.sleep(3600)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reports.parsers import parser_for
+from reports.parsers import parser_for, sandbox
 from reports.parsers.base import ParseError
 from reports.parsers.sandbox import NICENESS, Limits, Stop, Stopped, run, stopped_by, told_to
 from tests.helpers import wait_for
@@ -114,3 +114,17 @@ def test_a_child_whose_answer_is_garbled_fails_the_document_plainly():
 def test_a_sigterm_to_the_workers_process_group_leaves_the_parse_to_its_limits():
     # The worker drains on SIGTERM; the child must not die of it and blame the document.
     assert run("tests.security.hostile.terminated_midway", b"", GENEROUS) == ["text"]
+
+
+def test_each_document_gets_a_fresh_child_and_a_dead_spare_is_replaced():
+    # The next child is started as a parse ends; it reads one document, then exits.
+    first = run("tests.security.hostile.own_pid", b"", GENEROUS)
+    spare, _ = sandbox._spare.child
+    second = run("tests.security.hostile.own_pid", b"", GENEROUS)
+    assert second == spare.pid != first
+    # A spare that died waiting (killed from outside) is not handed a document.
+    waiting, _ = sandbox._spare.child
+    waiting.kill()
+    waiting.wait()
+    third = run("tests.security.hostile.own_pid", b"", GENEROUS)
+    assert third not in (first, second, waiting.pid)
