@@ -4,13 +4,14 @@ A hostile document can make a parser loop or allocate without end. In a child pr
 with `setrlimit` applied before the document is read, that costs the child its life and
 the user a clear message, never the server its CPU or memory.
 
-Run as `python -m reports.parsers.sandbox <news_fd>`: the child imports the readers most
-documents need, then waits. Its stdin brings one line of JSON (`entry`, a dotted path to a
-function of bytes, `cpu_s` and `memory_mb`), then the document; it applies the limits,
-calls `entry` and writes its result, or the message of the ParseError it raised, as JSON
-on stdout. Each document still gets a process of its own, but the next one is started
-as the last parse ends (the spare): the interpreter's start and those imports, most of a
-markdown document's parse, are then off the path to the report's first text.
+Run as `python -m reports.parsers.sandbox <news_fd> [module ...]`: the child imports the
+modules named (the reader the last parse of this process used), then waits. Its stdin
+brings one line of JSON (`entry`, a dotted path to a function of bytes, `cpu_s` and
+`memory_mb`), then the document; it applies the limits, calls `entry` and writes its
+result, or the message of the ParseError it raised, as JSON on stdout. Each document
+still gets a process of its own, but the next one is started as the last parse ends (the
+spare): the interpreter's start and the reader's imports, most of a markdown document's
+parse, are then off the path to the report's first text.
 
 A slow reader (OCR, reports/parsers/ocr.py) says how far it has come with `tell`, one JSON
 line on the pipe `news_fd`: words for the user, which reach whoever started the parse under
@@ -190,16 +191,13 @@ def _listen(news: int, deadline: _Deadline, listener: Callable[[str], None] | No
                 listener(label)
 
 
-# Imported by every child before it waits: the readers of the commonest documents.
-WARM_MODULES = ("reports.parsers.markdown", "reports.parsers.text")
-
-
 class _Spare:
     """The next child, started and warmed before it is needed; one per process."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.child: tuple[subprocess.Popen, int] | None = None
+        self.warm: tuple[str, ...] = ()  # what the next child imports as it starts
 
     def take(self) -> tuple[subprocess.Popen, int]:
         with self.lock:
@@ -208,13 +206,18 @@ class _Spare:
             return spare
         if spare is not None:  # it died waiting (killed from outside): start afresh
             _discard(spare)
-        return _start()
+        return _start(self.warm)
 
-    def refill(self) -> None:
+    def refill(self, used: str) -> None:
+        """Have a child waiting, warmed with `used` (the module of the entry just run)."""
         with self.lock:
-            if self.child is not None:
+            if self.child is not None and self.warm == (used,):
                 return
-        started = _start()
+            self.warm = (used,)
+            stale, self.child = self.child, None
+        if stale is not None:  # warmed for another reader
+            _discard(stale)
+        started = _start(self.warm)
         with self.lock:
             if self.child is None:
                 self.child = started
@@ -222,13 +225,13 @@ class _Spare:
         _discard(started)
 
 
-def _start() -> tuple[subprocess.Popen, int]:
+def _start(warm: tuple[str, ...]) -> tuple[subprocess.Popen, int]:
     news_read, news_write = os.pipe()
     try:
         # Its own process group (start_new_session), so that a kill reaches the programs it
         # starts too; signals to the worker's group (a drain's SIGTERM) do not reach it.
         child = subprocess.Popen(
-            [sys.executable, "-m", "reports.parsers.sandbox", str(news_write)],
+            [sys.executable, "-m", "reports.parsers.sandbox", str(news_write), *warm],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -260,7 +263,7 @@ def run(entry: str, data: bytes, limits: Limits):
     try:
         return _run(entry, data, limits)
     finally:
-        _spare.refill()
+        _spare.refill(entry.rpartition(".")[0])
 
 
 def _run(entry: str, data: bytes, limits: Limits):
@@ -339,11 +342,11 @@ def _limit_self(cpu_s: int, memory_mb: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _child(news: str) -> None:
+def _child(news: str, *warm: str) -> None:
     # This file runs as __main__ here; the entry's module imports it by its name.
     from reports.parsers import sandbox
 
-    for module in WARM_MODULES:
+    for module in warm:
         __import__(module)
     line = sys.stdin.buffer.readline()
     if not line:  # the process that started it ended: no document will come
