@@ -338,10 +338,16 @@ class Task(models.Model):
     def queue_position(self) -> int | None:
         """Return 1 for the next task to be claimed in its lane, 2 for the one after it…;
         None when the task is not queued."""
-        if self.status != Status.QUEUED:
-            return None
         if "queue_place" in self.__dict__:  # read with the task (with_queue_position)
             return self.queue_place
+        if self.status != Status.QUEUED:
+            return None
+        return self.read_queue_position()
+
+    def read_queue_position(self) -> int | None:
+        """Return the task's place in line as the table has it now, whatever this
+        instance last read of its status (a live page's copy of the task is older than
+        the events it has folded since)."""
         # Compared in the database, as stored: on SQLite a Python datetime has another
         # text form than Now() writes, and would compare wrongly within a millisecond.
         return (

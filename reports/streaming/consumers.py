@@ -168,8 +168,9 @@ class TaskConsumer(AsyncWebsocketConsumer):
                 self.place_due = asyncio.get_running_loop().call_later(wait_s, self._place_due)
             return
         self.shown_place, self.place_sent_at = place, time.monotonic()
-        self.task.queue_place = place
-        message = await on_shared_db(status_message)(self.task, self.state, self.last_seq)
+        message = await on_shared_db(status_message)(
+            self.task, self.state, self.last_seq, place=place
+        )
         await self._send(message)
 
     def _place_due(self) -> None:
@@ -230,10 +231,17 @@ def text_message(events: Sequence[Event], last_seq: int) -> str:
     return f'<template data-batch data-seq="{last_seq}">{"".join(items)}</template>'
 
 
-def status_message(task: Task, state: TaskState, last_seq: int) -> str:
+def status_message(task: Task, state: TaskState, last_seq: int, place: int | None = None) -> str:
     """Render the htmx out-of-band lines of a status change (they read the task): the
     status line, and on a terminal event the outcome (report, download link, or why it
-    is incomplete)."""
+    is incomplete).
+
+    The folded `state` is newer than the consumer's copy of the task: a queued task's
+    place in line is the feed's `place` when it has one, else read now (the copy may
+    have been read while the task ran, and would say it is in no line at all).
+    """
+    if state.status == Status.QUEUED:
+        task.queue_place = place if place is not None else task.read_queue_position()
     parts = [heartbeat(last_seq), status_fragment(task, state)]
     if state.ended:
         task.refresh_from_db(

@@ -268,6 +268,31 @@ async def test_a_new_attempt_is_announced(alice):
     await comm.disconnect()
 
 
+async def test_a_page_opened_while_the_task_ran_says_why_it_waits_for_a_retry(alice):
+    task = await queued_task(alice)
+    first = await claim(task)  # seq 1: running, attempt 1
+    comm = communicator(task.pk, cookie=await session_cookie(alice), after=1)
+    assert (await comm.connect())[0]  # its copy of the task says "running"
+
+    @sync_to_async
+    def requeue_for_a_rate_limit():
+        return Task.objects.transition(
+            task.pk,
+            Status.RUNNING,
+            Status.QUEUED,
+            expect_epoch=first.epoch,
+            event=events.requeued(retry_after_s=2, reason="rate_limited"),
+        )
+
+    await broadcast.publish([await requeue_for_a_rate_limit()])  # seq 2
+    status = await comm.receive_from(timeout=5)
+    while 'id="task-status"' not in status:  # the text goes first, the status line after
+        status = await comm.receive_from(timeout=5)
+    assert 'data-task-status="queued"' in status
+    assert "trying again: the provider asked us to wait 2 s; next in line" in status
+    await comm.disconnect()
+
+
 async def test_a_queued_task_gets_its_place_in_line(alice, settings):
     settings.REPORTS_POLL_S = 0.05
     task = await queued_task(alice)
