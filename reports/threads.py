@@ -8,7 +8,8 @@ name at the call site says which:
 * `on_worker_thread` — one thread of the worker's own, with its own database connection:
   lease renewals, chunk writes and the end of an attempt. What keeps running attempts
   alive and their text flowing never queues behind page reads, admin queries or a slow
-  call on the shared thread.
+  call on the shared thread; and, called with `streaming=True`, never behind more than
+  one of the worker's other calls either (`_WorkerThread`).
 * `in_blocking_pool` — a small bounded pool of threads for slow or CPU-bound work that
   touches no database: waiting for a sandboxed parse, validation, Markdown rendering,
   hashing, file and object-store I/O. Sized from the cores, so a burst of big documents
@@ -20,9 +21,11 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import close_old_connections
@@ -32,9 +35,75 @@ from reports.observability import loop_lag
 BLOCKING_THREADS = max(2, min(8, (os.cpu_count() or 1) * 2))
 _blocking = ThreadPoolExecutor(BLOCKING_THREADS, thread_name_prefix="reportline-blocking")
 
-# One thread, so its connection is one (Django's connections are per thread) and its
-# writes keep the order they were called in.
-_worker_thread = ThreadPoolExecutor(1, thread_name_prefix="reportline-worker-thread")
+
+class _WorkerThread:
+    """One thread, so its connection is one (Django's connections are per thread), that
+    serves two queues, each in the order it was called in: the streaming calls (chunk
+    writes, lease renewals) and the others (an attempt's start and end, the circuit's
+    bookkeeping). While both have calls waiting it takes one from each in turn.
+
+    As the reports of a busy worker end together, their ends (a transaction of a dozen
+    statements each) came in a burst; in one queue, every chunk write of every running
+    attempt waited behind all of them, and the text of the others stalled on the page
+    (docs/benchmarks.md, "The end of the reports"). Now a chunk write waits for at most
+    one of them, and they still go on, one between two writes.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._ready = threading.Condition()
+        self._queues: tuple[deque, deque] = (deque(), deque())  # streaming, other
+        self._other_last = False  # the last call taken was from the other queue
+        self._thread: threading.Thread | None = None
+        self.streaming = _Lane(self, 0)
+        self.other = _Lane(self, 1)
+
+    def submit(self, lane: int, fn: Callable, args, kwargs) -> Future:
+        future: Future = Future()
+        with self._ready:
+            self._queues[lane].append((future, fn, args, kwargs))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name=self.name)
+                self._thread.start()
+            self._ready.notify()
+        return future
+
+    def _next(self):
+        """Take the next call, or None once the interpreter is ending with none left."""
+        streaming, other = self._queues
+        with self._ready:
+            while not (streaming or other):
+                if not threading.main_thread().is_alive():
+                    self._thread = None
+                    return None
+                self._ready.wait(timeout=1.0)
+            self._other_last = bool(other) and (not streaming or not self._other_last)
+            return (other if self._other_last else streaming).popleft()
+
+    def _serve(self) -> None:
+        while (call := self._next()) is not None:
+            future, fn, args, kwargs = call
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+
+class _Lane(Executor):
+    """One of the worker thread's queues, as an executor."""
+
+    def __init__(self, thread: _WorkerThread, index: int) -> None:
+        self._thread, self._index = thread, index
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        return self._thread.submit(self._index, fn, args, kwargs)
+
+
+_worker_thread = _WorkerThread("reportline-worker-thread")
 CONNECTION_CHECK_S = 5.0  # how often the thread's connection is checked for age and health
 _checked_at = float("-inf")  # when it last was; read and written by the worker thread only
 
@@ -56,13 +125,18 @@ def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     return loop_lag.measure_wait(fn, lambda started: sync_to_async(started, thread_sensitive=True))
 
 
-def on_worker_thread[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
-    """Run `fn` on the worker's own thread and connection: lease and chunk writes.
+def on_worker_thread[**P, R](
+    fn: Callable[P, R], *, streaming: bool = False
+) -> Callable[P, Awaitable[R]]:
+    """Run `fn` on the worker's own thread and connection. `streaming`: a call that keeps
+    text flowing and leases held (a chunk write, a lease renewal), which waits behind at
+    most one of the other calls.
 
     `async_to_sync` inside `fn` still reaches the event loop that awaits it (asgiref's
     SyncToAsync records it for its threads), so what `fn` broadcasts on commit goes out.
     """
-    return SyncToAsync(_keeping_connection(fn), thread_sensitive=False, executor=_worker_thread)
+    lane = _worker_thread.streaming if streaming else _worker_thread.other
+    return SyncToAsync(_keeping_connection(fn), thread_sensitive=False, executor=lane)
 
 
 def in_blocking_pool[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:

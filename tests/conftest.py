@@ -74,7 +74,7 @@ def worker_thread_chosen_by_the_test(request, monkeypatch):
         return
     refusals = []
 
-    def refused(fn):
+    def refused(fn, **_):
         # Raised where the worker calls, it may end in a task nobody awaits: the test
         # fails at its end as well.
         refusals.append(fn.__qualname__)
@@ -128,7 +128,7 @@ def worker_thread(request, monkeypatch) -> None:
     lock), so the worker thread and its connection would see none of them. In a test whose
     writes commit, the real thread, as `tests/worker/test_isolation.py` needs."""
     if in_one_transaction(request):
-        monkeypatch.setattr(threads, "on_worker_thread", threads.on_shared_db)
+        monkeypatch.setattr(threads, "on_worker_thread", lambda fn, **_: threads.on_shared_db(fn))
 
 
 @pytest.fixture

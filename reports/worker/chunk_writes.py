@@ -65,7 +65,7 @@ class _Writer:
                 batch = self._next_batch()
                 appends = [append for append, _, _ in batch]
                 try:
-                    write = threads.on_worker_thread(Task.objects.append_events)
+                    write = threads.on_worker_thread(Task.objects.append_events, streaming=True)
                     results = await write(appends, **batch[0][1])
                 except Exception as exc:
                     results = [exc] * len(batch)

@@ -202,7 +202,8 @@ class Supervisor:
         while True:
             await asyncio.sleep(interval)
             try:
-                if await on_worker_thread(leases.renew_lease)(run.task_id, run.claim.epoch):
+                renew = on_worker_thread(leases.renew_lease, streaming=True)
+                if await renew(run.task_id, run.claim.epoch):
                     run.request_stop(CANCEL)
             except leases.LeaseLost:
                 run.request_stop(LEASE_LOST)
