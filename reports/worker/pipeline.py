@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 
@@ -131,6 +132,10 @@ class AttemptRun:
         self._unsent: list[Event] = []  # committed, not yet fanned out
         self._announcing: asyncio.Task | None = None  # fanning them out
         self._probe_answered = False  # as the circuit's probe, told it the provider answered
+        # When a write of this attempt last renewed its lease (time.monotonic(): the lease
+        # runs on the database's clock, not the injected one); the heartbeat skips a beat
+        # that soon after it.
+        self.renewed_at = float("-inf")
 
     @property
     def task_id(self):
@@ -557,6 +562,7 @@ class AttemptRun:
         written = await chunk_writes.append_event(self.task_id, self.claim.epoch, draft, **fields)
         if written is None:
             raise LeaseLost(self.task_id)
+        self.renewed_at = time.monotonic()
         event, cancel_requested = written
         self._announce(event)
         if cancel_requested:

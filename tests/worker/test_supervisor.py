@@ -403,3 +403,36 @@ async def test_text_waiting_when_cancel_arrives_is_kept(make_task, scripted_work
     assert task.status == "cancelled"
     attempt = await db(Attempt.objects.get)(task=task)
     assert attempt.text == "# Partial\n\nfirst words and the rest"
+
+
+@pytest.mark.parametrize(("wrote_just_now", "renewals"), [(True, 0), (False, 3)])
+async def test_a_beat_renews_only_a_lease_no_write_renewed_within_its_interval(
+    monkeypatch, wrote_just_now, renewals
+):
+    """A streaming attempt's chunk writes renew its lease: its beats write nothing. A
+    quiet one (reading the prompt, validating) is renewed at every beat."""
+    from reports.worker import supervisor
+
+    renewed = []
+    monkeypatch.setattr(leases, "renew_lease", lambda task_id, epoch: renewed.append(task_id))
+    beats = 0
+
+    async def beat(_interval):  # the heartbeat's wait: three beats, then the attempt ends
+        nonlocal beats
+        beats += 1
+        if beats > 3:
+            raise asyncio.CancelledError
+        if wrote_just_now:
+            run.renewed_at = supervisor.time.monotonic()
+
+    class Run:
+        task_id, renewed_at, claim = "a-task", float("-inf"), type("Claim", (), {"epoch": 1})
+
+        def request_stop(self, reason):
+            raise AssertionError(f"asked to stop: {reason}")
+
+    run = Run()
+    monkeypatch.setattr(supervisor, "asyncio", type("Waits", (), {"sleep": staticmethod(beat)}))
+    with pytest.raises(asyncio.CancelledError):
+        await supervisor.Supervisor._heartbeat(None, run)
+    assert len(renewed) == renewals
