@@ -21,11 +21,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402 - needs Django set up
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402 - needs Django set up
 
 from reports.observability import loop_lag  # noqa: E402
-from reports.routing import SameOriginValidator, websocket_urlpatterns  # noqa: E402
+from reports.routing import SameOriginValidator, TaskSockets  # noqa: E402
 from reports.serving.stopping import StopsGracefully  # noqa: E402
 from reports.worker import supervisor  # noqa: E402
 
@@ -52,9 +51,7 @@ application = StopsGracefully(
         ProtocolTypeRouter(
             {
                 "http": django_asgi_app,
-                "websocket": SameOriginValidator(
-                    AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-                ),
+                "websocket": SameOriginValidator(TaskSockets()),
             }
         )
     )

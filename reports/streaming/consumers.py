@@ -63,7 +63,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         after = resume_point(self.scope.get("query_string", b""))
         task_id = self.scope["url_route"]["kwargs"]["task_id"]
-        user = self.scope.get("user")
+        user = self.scope.pop("user", None)  # needed only here: an idle page keeps no row
         task = None
         if after is not None:
             task = await on_shared_db(Task.objects.owned)(user, task_id)
@@ -79,7 +79,9 @@ class TaskConsumer(AsyncWebsocketConsumer):
         # No event past the task's last one exists yet: a cursor beyond it would skip the
         # task's end and keep the socket (and its slot) open. Resume from the last one.
         after = min(after, task.last_seq)
-        self.task, self.last_seq = task, after
+        # Only the id is kept: an idle page holds no row (benchmark 6), and a status line
+        # reads the task as it is then, not as it was when the page connected.
+        self.task_id, self.last_seq = task.pk, after
         self.state = await on_shared_db(presentation.status_at)(task, after)
         self.subscription = await follower.subscribe(task.pk, after, self._wake)
         self.sent_at = time.monotonic()
@@ -122,7 +124,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("live stream of task %s failed", self.task.pk)
+            log.exception("live stream of task %s failed", self.task_id)
             await self.close(code=1011)  # the page reconnects and resumes
 
     async def _send_events(self, events: list[Event]) -> None:
@@ -138,7 +140,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
         self.last_seq = events[-1].seq
         await self._send(text_message(events, self.last_seq))
         if (self.state.status_seq, self.state.progress) != announced:
-            message = await on_shared_db(status_message)(self.task, self.state, self.last_seq)
+            message = await on_shared_db(status_message)(self.task_id, self.state, self.last_seq)
             await self._send(message)
 
     async def _send(self, message: str) -> None:
@@ -169,7 +171,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
             return
         self.shown_place, self.place_sent_at = place, time.monotonic()
         message = await on_shared_db(status_message)(
-            self.task, self.state, self.last_seq, place=place
+            self.task_id, self.state, self.last_seq, place=place
         )
         await self._send(message)
 
@@ -231,29 +233,18 @@ def text_message(events: Sequence[Event], last_seq: int) -> str:
     return f'<template data-batch data-seq="{last_seq}">{"".join(items)}</template>'
 
 
-def status_message(task: Task, state: TaskState, last_seq: int, place: int | None = None) -> str:
+def status_message(task_id, state: TaskState, last_seq: int, place: int | None = None) -> str:
     """Render the htmx out-of-band lines of a status change (they read the task): the
     status line, and on a terminal event the outcome (report, download link, or why it
     is incomplete).
 
-    The folded `state` is newer than the consumer's copy of the task: a queued task's
-    place in line is the feed's `place` when it has one, else read now (the copy may
-    have been read while the task ran, and would say it is in no line at all).
+    A queued task's place in line is the feed's `place` when it has one, else read now.
     """
+    task = Task.objects.get(pk=task_id)
     if state.status == Status.QUEUED:
         task.queue_place = place if place is not None else task.read_queue_position()
     parts = [heartbeat(last_seq), status_fragment(task, state)]
     if state.ended:
-        task.refresh_from_db(
-            fields=[
-                "report_html",
-                "cancel_requested_at",
-                "cost_status",
-                "reserved_micros",
-                "cost_micros",
-                "plan",
-            ]
-        )
         parts.append(outcome_fragments(task, state))
     return "".join(parts)
 

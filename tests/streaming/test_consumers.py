@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.contrib.sessions.models import Session
 from django.test import Client
 
 from project.asgi import application
@@ -22,7 +23,7 @@ from tests.helpers import queries_on_shared_db, submit, task_of
 pytestmark = pytest.mark.django_db(transaction=True)
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
-QUERIES_PER_CONNECT = 8
+QUERIES_PER_CONNECT = 9
 DELTA = re.compile(r'<template data-delta data-seq="(\d+)" data-attempt="(\d+)">(.*?)</template>')
 BATCH_SEQ = re.compile(r'<template data-batch data-seq="(\d+)">')
 
@@ -125,6 +126,44 @@ async def test_other_user_is_refused(alice, bob):
 async def test_anonymous_user_is_refused(alice):
     task = await queued_task(alice)
     await refused(communicator(task.pk, cookie=None))
+
+
+async def test_a_session_logged_out_by_a_password_change_is_refused(alice):
+    task = await queued_task(alice)
+    cookie = await session_cookie(alice)
+    alice.set_password("a new one")
+    await sync_to_async(alice.save)()
+    await refused(communicator(task.pk, cookie=cookie))
+
+
+async def test_a_session_signed_with_a_fallback_key_is_accepted_and_kept(alice, settings):
+    """After a key rotation the page still streams; its session is left for the next
+    page load to rotate (a socket cannot send the browser a new cookie)."""
+    task = await queued_task(alice)
+    cookie = await session_cookie(alice)
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a rotated key, long enough for Django's checks " * 2
+    comm = communicator(task.pk, cookie=cookie)  # its hash is the fallback key's
+    assert (await comm.connect())[0]
+    await comm.disconnect()
+    session_key = cookie.decode().partition("=")[2]
+    assert await sync_to_async(Session.objects.filter(session_key=session_key).exists)()
+
+
+@pytest.mark.parametrize(
+    "cookie", [b"sessionid=no-such-session", b"sessionid", b"other=1", b"sessionid=abc\x00defghij"]
+)
+async def test_a_cookie_naming_no_session_is_refused(alice, cookie):
+    task = await queued_task(alice)
+    await refused(communicator(task.pk, cookie=cookie))
+
+
+async def test_another_socket_path_is_refused(alice):
+    task = await queued_task(alice)
+    cookie = await session_cookie(alice)
+    headers = [(b"host", b"127.0.0.1"), ORIGIN, (b"cookie", cookie)]
+    path = f"/ws/tasks/{task.pk}/more/"
+    await refused(WebsocketCommunicator(application, path, headers=headers))
 
 
 async def test_foreign_origin_is_refused(alice):
@@ -411,7 +450,7 @@ async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(
     comm = communicator(task.pk, cookie=cookie)
 
     # session, user, the task, its status, the feed's start, the replay (status, events),
-    # the status line (the attempt's elapsed time)
+    # the status line (the task as it is now, the attempt's elapsed time)
     async with queries_on_shared_db() as queries:
         assert (await comm.connect())[0]
         assert len(deltas(await receive_until_seq(comm, 31))) == 30
