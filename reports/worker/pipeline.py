@@ -34,7 +34,7 @@ from reports.observability import tracing
 from reports.observability.logs import log_event
 from reports.parsers import planning
 from reports.parsers.base import Extracted, ParseError
-from reports.parsers.passages import Passage
+from reports.parsers.passages import Passage, cut
 from reports.parsers.planning import Plan, Step
 from reports.providers import concurrency, reading_rate
 from reports.providers.base import (
@@ -48,7 +48,7 @@ from reports.providers.base import (
 from reports.providers.prompts import prompt_chars
 from reports.streaming import broadcast
 from reports.validation import settle_citations, validate_report
-from reports.worker import attempt_core, breaker, chunk_writes, plan_store
+from reports.worker import attempt_core, breaker, chunk_writes, plan_store, prepared
 from reports.worker.attempt_core import (
     Abandon,
     Call,
@@ -63,7 +63,7 @@ from reports.worker.attempt_end import AttemptRecord, call_usage, write_end
 from reports.worker.leases import Claim, LeaseLost, mark_parsing, mark_sent
 from reports.worker.outcome import Outcome
 from reports.worker.plan_store import CallEnd, TaskInput
-from reports.worker.preparation import documents_to_read, passages_of, read_once, until_stopped
+from reports.worker.preparation import DocumentToRead, read_once, until_stopped
 from reports.worker.retries import RetryPolicy
 from reports.worker.slots import SpareSlots
 
@@ -202,47 +202,54 @@ class AttemptRun:
         if late is not None:
             return late
         with self._timed(Stage.PARSE):
-            await self._mark_parsing(True)  # a worker lost from here on blames the document
+            stored = await threads.on_shared_db(prepared.read_stored)(self.claim)
             try:
-                read, documents = await until_stopped(self._read_documents(), self._stop_asked)
+                read, documents = await until_stopped(
+                    self._read_documents(stored.documents), self._stop_asked
+                )
             except ParseError as exc:
                 return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
             if not read:  # asked to stop while reading: the parse was killed
                 if self.stop_reason == attempt_core.LEASE_LOST:
                     raise LeaseLost(self.task_id)
                 return Outcome(Status.CANCELLED, "", wording.CANCELLED)
-            await self._mark_parsing(False)
             self.documents = documents
-            passages = self.passages = await passages_of(self.task_id, documents)
-            task, plan = await threads.on_shared_db(plan_store.stored_plan)(self.claim)
+            passages = stored.passages or await threads.in_blocking_pool(cut)(documents)
+            self.passages = passages
+            plan = stored.plan
             if plan is None:
                 try:
-                    plan = await self._new_plan(passages, task, documents)
+                    plan = await self._new_plan(passages, stored.task, documents)
                 except planning.TooLong as exc:
                     return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
         self.plan = plan
         with self._timed(Stage.PREPARE):
-            self.notes = await threads.on_shared_db(plan_store.finished_notes)(self.task_id)
+            self.notes = stored.notes
             requests = {
                 step.key: plan_store.request_for(
-                    task, step, plan, passages, self.notes, tuple(documents)
+                    stored.task, step, plan, passages, self.notes, tuple(documents)
                 )
                 for step in plan.steps
                 if plan.single or step.kind == planning.PART
             }
             # Each part's prompt is rendered to be counted: off the event loop.
             worst = await threads.in_blocking_pool(self._worst_case)(plan, requests)
+            made = {
+                "passages": None if stored.passages else passages,
+                "plan": None if stored.plan else plan,
+            }
             try:
-                await threads.on_shared_db(budgets.top_up)(self.task_id, self.claim.epoch, worst)
+                await threads.on_shared_db(prepared.store_made)(self.claim, worst, **made)
             except budgets.BudgetExhausted as exc:
                 return Outcome(Status.FAILED, ErrorType.BUDGET_EXHAUSTED, str(exc))
         with self._timed(Stage.GENERATE):
             if plan.single:
                 return await self._generate(requests[plan.final.key])
-            return await self._run_plan(task, plan, passages, requests)
+            return await self._run_plan(stored.task, plan, passages, requests)
 
     async def _new_plan(self, passages, task: TaskInput, documents) -> Plan:
-        """Make the task's plan from what the provider knows of its tokens, and store it."""
+        """Make the task's plan from what the provider knows of its tokens (stored with
+        the rest of what the attempt made, `prepared.store_made`)."""
         # A sample is enough to learn the characters a token, and a tokenizer endpoint
         # need not be sent megabytes.
         sample = "\n".join(document.text for document in documents)[:TOKEN_SAMPLE_CHARS]
@@ -252,12 +259,9 @@ class AttemptRun:
             chars_per_token=await self.provider.chars_per_token(sample),
             max_calls=settings.REPORTS_MAX_PARTS,
         )
-        plan = await threads.in_blocking_pool(planning.make)(
+        return await threads.in_blocking_pool(planning.make)(
             passages, task.instructions, counting, plan_store.ocr_pages_of(documents)
         )
-        if not await threads.on_shared_db(plan_store.store_plan)(self.claim, plan):
-            raise LeaseLost(self.task_id)
-        return plan
 
     @staticmethod
     def _worst_case(plan: Plan, requests: dict) -> list[tuple[int, int]]:
@@ -272,16 +276,20 @@ class AttemptRun:
             for step in plan.steps
         ]
 
-    async def _read_documents(self) -> list[SourceDocument]:
+    async def _read_documents(self, to_read: list[DocumentToRead]) -> list[SourceDocument]:
         """Return the task's documents as text, parsing each file at most once per owner.
 
-        Only the read before and the write after use the shared database thread: the
-        parse, and the wait for it, would hold up every stream in the process there.
+        The parse, and the wait for it, happen away from the database threads: they would
+        hold up every stream in the process there. Only while a parse runs is the attempt
+        marked as parsing: a worker lost meanwhile blames the document.
         """
+        parsing = any(document.extracted is None for document in to_read)
+        if parsing:
+            await self._mark_parsing(True)
         documents = []
         read: dict[str, Extracted] = {}  # a file given twice is parsed once
         try:
-            for document in await threads.on_shared_db(documents_to_read)(self.task_id):
+            for document in to_read:
                 extracted = document.extracted or read.get(document.sha256)
                 if extracted is None:
                     extracted = await read_once(document, self._parse_told)
@@ -293,6 +301,8 @@ class AttemptRun:
             if self._telling is not None:
                 # The parse's last word is written before its outcome (a lost lease raises).
                 await self._telling
+        if parsing:
+            await self._mark_parsing(False)
         return documents
 
     def _parse_told(self, label: str) -> None:

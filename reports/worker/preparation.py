@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
@@ -19,8 +19,7 @@ from reports import storage, threads
 from reports.models import Document, PreparedText, SourcePassage, Task
 from reports.parsers import PARSER_VERSION, parser_for, sandbox
 from reports.parsers.base import Extracted, ParseError
-from reports.parsers.passages import Passage, cut
-from reports.providers.base import SourceDocument
+from reports.parsers.passages import Passage
 
 
 @dataclass(frozen=True)
@@ -195,20 +194,6 @@ def store_prepared_text(document: DocumentToRead, extracted: Extracted) -> None:
 # Rows a statement inserts at most: one statement for a whole 10 MB document would be
 # tens of megabytes.
 STORE_BATCH = 500
-
-
-async def passages_of(task_id, documents: Sequence[SourceDocument]) -> list[Passage]:
-    """Return the task's passages: the stored ones when it has them, else `documents` cut
-    and stored, so that every attempt of a task reads and cites the same passages.
-
-    The read and the write are short, on the shared database thread; the cut, which
-    grows with the documents (a second for the largest uploads), in the blocking pool.
-    """
-    stored = await threads.on_shared_db(stored_passages)(task_id)
-    if stored:
-        return stored
-    passages = await threads.in_blocking_pool(cut)(documents)
-    return await threads.on_shared_db(store_passages)(task_id, passages)
 
 
 def stored_passages(task_id) -> list[Passage]:

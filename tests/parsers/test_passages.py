@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pypdfium2
 import pytest
-from asgiref.sync import sync_to_async
-from django.db import connections
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -367,27 +365,20 @@ DOCUMENTS = [
 ]
 
 
-@pytest.mark.django_db(transaction=True)
-async def test_a_task_stores_its_passages_once_and_every_attempt_reads_the_same(
-    make_task,
-) -> None:
-    task = await sync_to_async(make_task)()
+@pytest.mark.django_db
+def test_a_task_stores_its_passages_once_and_every_attempt_reads_the_same(make_task) -> None:
+    task = make_task()
 
-    first = await preparation.passages_of(task.pk, DOCUMENTS)
-    later = await preparation.passages_of(task.pk, [SourceDocument("guide.md", "Changed.")])
+    first = preparation.store_passages(task.pk, cut(DOCUMENTS))
 
-    assert first == cut(DOCUMENTS)
     assert [(p.id, p.document, p.section, p.page) for p in first] == [
         ("S1", "guide.md", "Setup", None),
         ("S2", "guide.md", "Use", None),
         ("S3", "manual.pdf", "Manual", 1),
         ("S4", "manual.pdf", "Manual", 2),
     ]
-    assert later == first
-    assert await task.passages.acount() == 4
-    # The shared database thread outlives the test: its connection must not hold the
-    # test database.
-    await sync_to_async(connections.close_all)()
+    assert preparation.stored_passages(task.pk) == first
+    assert task.passages.count() == 4
 
 
 @pytest.mark.django_db

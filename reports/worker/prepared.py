@@ -1,0 +1,76 @@
+"""What an attempt finds stored before its call, read in one trip to the database, and
+what it made of it, stored in one.
+
+Between its claim and the provider's call an attempt needs the task's documents, their
+passages, its plan and the notes already written; then it stores the passages and the
+plan it made and raises the task's reservation to the calls' worst case. Each of the two
+is a single call on the shared database thread rather than a call a query: every call is
+a wait for that thread and a switch back, and the first text waits for all of them
+(benchmark 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from reports import budgets
+from reports.parsers.passages import Passage
+from reports.parsers.planning import Plan
+from reports.worker import plan_store
+from reports.worker.leases import Claim, LeaseLost
+from reports.worker.plan_store import TaskInput
+from reports.worker.preparation import (
+    DocumentToRead,
+    documents_to_read,
+    store_passages,
+    stored_passages,
+)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """What the task holds when the attempt starts."""
+
+    documents: list[DocumentToRead]
+    passages: list[Passage]  # none before the task's first attempt cut its documents
+    task: TaskInput
+    plan: Plan | None  # None: no plan of the current prompt yet
+    notes: dict[str, str]  # the plan's notes already written, by call key
+
+
+def read_stored(claim: Claim) -> Stored:
+    """Read what the attempt needs before it reads documents or calls the provider (and
+    record the prompt version it writes with)."""
+    task, plan = plan_store.stored_plan(claim)
+    return Stored(
+        documents=documents_to_read(claim.task_id),
+        passages=stored_passages(claim.task_id),
+        task=task,
+        plan=plan,
+        notes=plan_store.finished_notes(claim.task_id) if plan is not None else {},
+    )
+
+
+def store_made(
+    claim: Claim,
+    worst: list[tuple[int, int]],
+    *,
+    passages: list[Passage] | None = None,
+    plan: Plan | None = None,
+) -> None:
+    """Store the passages and the plan the attempt made (None: it read them), and raise
+    the reservation to the `worst` case of its calls, in one transaction.
+
+    Raise LeaseLost when the lease is gone, budgets.BudgetExhausted when the owner's
+    budget cannot cover the calls; either way nothing is stored (a later attempt makes
+    them again). Passages another attempt stored first are kept: the cut is the same for
+    the same documents.
+    """
+    with transaction.atomic():
+        if passages is not None:
+            store_passages(claim.task_id, passages)
+        if plan is not None and not plan_store.store_plan(claim, plan):
+            raise LeaseLost(claim.task_id)
+        budgets.top_up(claim.task_id, claim.epoch, worst)
