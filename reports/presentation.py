@@ -290,7 +290,7 @@ class Snapshot:
 def task_state(task: Task) -> TaskState:
     """Fold the task's events up to its `last_seq`: the state its page shows."""
     stored = TaskEvent.objects.filter(task_id=task.pk, seq__lte=task.last_seq).order_by("seq")
-    state = events.fold(event.as_event() for event in stored)
+    state = events.fold(stored.as_events())
     state.seq = task.last_seq
     return state
 

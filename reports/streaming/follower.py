@@ -80,7 +80,7 @@ def events_after(task_id, after: int) -> tuple[list[Event], bool]:
     its last events missing, and the stream would close without its terminal event.)
     """
     ended = Task.objects.filter(pk=task_id, status__in=TERMINAL).exists()
-    events = [e.as_event() for e in TaskEvent.objects.filter(task_id=task_id, seq__gt=after)]
+    events = TaskEvent.objects.filter(task_id=task_id, seq__gt=after).as_events()
     return events, ended
 
 
@@ -100,8 +100,8 @@ def read_feeds(cursors: dict[str, int]) -> dict[str, tuple[list[Event], int | No
         after = Q(pk__in=[])
         for task_id, seq in moved:
             after |= Q(task_id=task_id, seq__gt=seq)
-        for stored in TaskEvent.objects.filter(after).order_by("task_id", "seq"):
-            found[str(stored.task_id)].append(stored.as_event())
+        for event in TaskEvent.objects.filter(after).order_by("task_id", "seq").as_events():
+            found[str(event.task_id)].append(event)
     return {task_id: (found[task_id], places.get(task_id)) for task_id in cursors}
 
 

@@ -16,6 +16,7 @@ from django.test import AsyncClient
 
 from reports import events, lifecycle
 from reports.models import TERMINAL, Status, Task, TaskEvent
+from reports.models.tasks import TaskEventQuerySet
 from reports.streaming import broadcast, sse
 from reports.worker.leases import Claim, claim_next_task
 from tests.helpers import queries_on_shared_db, report_body, saved_report
@@ -330,17 +331,18 @@ async def test_a_task_that_ends_just_as_the_stream_reads_the_table_still_sends_i
     settings.REPORTS_POLL_S = 0.05
     task = await db(make_task)()
     running = await claim(task)
-    read_event = TaskEvent.as_event
+    read_events = TaskEventQuerySet.as_events
     finished_at_read = []
 
     def read_while_the_worker_finishes(self):
         # The worker commits the terminal status and event right after the stream
         # fetched the events and before it asks whether the task has ended.
+        events = read_events(self)
         if not finished_at_read:
             finished_at_read.append(fail_now(running))
-        return read_event(self)
+        return events
 
-    monkeypatch.setattr(TaskEvent, "as_event", read_while_the_worker_finishes)
+    monkeypatch.setattr(TaskEventQuerySet, "as_events", read_while_the_worker_finishes)
     events = await (await follow(alice_async, task.pk)).rest()
 
     assert finished_at_read
