@@ -100,7 +100,17 @@ def claim_next_task(
         task = (
             circuit.filter(Task.objects.eligible().filter(lane__in=open_lanes))
             .order_by(*CLAIM_ORDER)
-            .only("id", "epoch", "attempt_count")
+            # With what the claim hands on that claiming does not change: no read after.
+            .only(
+                "id",
+                "epoch",
+                "attempt_count",
+                "lane",
+                "created_at",
+                "request_id",
+                "trace_id",
+                "traceparent",
+            )
             .first()
         )
         if task is None:
@@ -128,14 +138,13 @@ def claim_next_task(
         attempt = Attempt.objects.create(
             task_id=task.pk, number=number, epoch=epoch, worker_id=worker_id
         )
-        task = Task.objects.only(
-            "lane", "created_at", "claimed_at", "request_id", "trace_id", "traceparent"
-        ).get(pk=task.pk)
         attempt.refresh_from_db(fields=["started_at"])
         previous_end = (
             Attempt.objects.filter(task_id=task.pk, number=number - 1)
             .values_list("ended_at", flat=True)
             .first()
+            if number > 1
+            else None
         )
         return Claim(
             task.pk,

@@ -6,7 +6,7 @@ import datetime as dt
 import pytest
 from asgiref.sync import sync_to_async
 
-from reports import events, lifecycle, storage, wakeups
+from reports import events, lifecycle, storage, threads, wakeups
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.providers.base import Completed, Heartbeat, TextDelta
 from reports.streaming import broadcast
@@ -277,6 +277,39 @@ def test_finish_reason_length_counts_as_truncated(make_task, scripted_worker):
     run_all(scripted_worker(capped))
     task.refresh_from_db()
     assert (task.status, task.error_type) == ("failed", "stream_truncated")
+
+
+@pytest.mark.django_db
+def test_a_new_task_reaches_its_call_after_one_read_and_one_write_on_the_shared_thread(
+    make_task, scripted_worker, monkeypatch
+):
+    """Between the claim and the provider's call an attempt reads what its task holds and
+    stores what it made: each trip to the shared thread is a wait the first text adds."""
+    trips: list[str] = []
+    on_shared_db = threads.on_shared_db
+
+    def counted(fn):
+        trips.append(getattr(fn, "__name__", repr(fn)))
+        return on_shared_db(fn)
+
+    at_call: list[list[str]] = []
+
+    async def report(request, clock):
+        at_call.append(list(trips))
+        async for item in whole_report(request, clock):
+            yield item
+
+    task = make_task()
+    worker = scripted_worker(report)
+    monkeypatch.setattr(threads, "on_shared_db", counted)
+    # The worker's own thread is this test's shared one (one transaction), not counted.
+    monkeypatch.setattr(threads, "on_worker_thread", lambda fn, **_: on_shared_db(fn))
+    run_all(worker)
+
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
+    # What the task holds; the new document's text, kept for its owner; what the attempt
+    # made; the provider's reading rate, which this one learns.
+    assert at_call == [["read_stored", "store_prepared_text", "store_made", "tokens_per_s"]]
 
 
 @pytest.mark.django_db
