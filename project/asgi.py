@@ -16,10 +16,14 @@ there is nothing to close.
 import os
 import sys
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
+
+from reports.serving.handler import Handler  # noqa: E402 - needs Django set up
+
+django_asgi_app = Handler()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402 - needs Django set up
 
