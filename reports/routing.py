@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from http.cookies import SimpleCookie
 from importlib import import_module
 from urllib.parse import urlsplit
 
@@ -11,6 +10,7 @@ from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.models import AnonymousUser
+from django.http.cookie import parse_cookie
 from django.http.request import split_domain_port, validate_host
 from django.utils.crypto import constant_time_compare
 
@@ -54,14 +54,15 @@ def session_user(scope):
     read: a socket cannot set a cookie, so a session a fallback key verified is left for
     the next page to rotate, and one that no longer verifies is refused, not flushed.
     """
-    cookies = SimpleCookie()
-    for name, value in scope.get("headers", []):
-        if name == b"cookie":
-            cookies.load(value.decode("latin-1"))
-    morsel = cookies.get(settings.SESSION_COOKIE_NAME)
-    if morsel is None:
+    # Read as Django reads a request's cookies: another site's cookie that the standard
+    # library's parser rejects (`prefs={"a":1}`) must not hide the session's.
+    header = "; ".join(
+        value.decode("latin-1") for name, value in scope.get("headers", []) if name == b"cookie"
+    )
+    session_key = parse_cookie(header).get(settings.SESSION_COOKIE_NAME)
+    if not session_key or "\x00" in session_key:  # no session has one; PostgreSQL refuses it
         return AnonymousUser()
-    session = import_module(settings.SESSION_ENGINE).SessionStore(morsel.value)
+    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
     try:
         user_id = auth.get_user_model()._meta.pk.to_python(session[auth.SESSION_KEY])
         backend_path = session[auth.BACKEND_SESSION_KEY]

@@ -150,6 +150,16 @@ async def test_a_session_signed_with_a_fallback_key_is_accepted_and_kept(alice, 
     assert await sync_to_async(Session.objects.filter(session_key=session_key).exists)()
 
 
+async def test_a_session_beside_a_cookie_the_standard_parser_rejects_is_accepted(alice):
+    """Browsers send every cookie of the host; one another app set in a shape Python's
+    own cookie parser gives up on must not hide the session (pages read it alike)."""
+    task = await queued_task(alice)
+    session = await session_cookie(alice)
+    comm = communicator(task.pk, cookie=b'prefs={"a":1}; theme="dark; ' + session)
+    assert (await comm.connect())[0]
+    await comm.disconnect()
+
+
 @pytest.mark.parametrize(
     "cookie", [b"sessionid=no-such-session", b"sessionid", b"other=1", b"sessionid=abc\x00defghij"]
 )
