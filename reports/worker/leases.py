@@ -86,7 +86,14 @@ def claim_next_task(
     lock), so no number of concurrent claimers can exceed them. While the provider's
     circuit is open, only the probe (one task, when it is due) and tasks past their
     deadline are claimed (`reports.worker.breaker`); `clock` is the circuit's.
+
+    Most looks find nothing (an idle poll, the look after each attempt's end): those end
+    after one indexed read outside any transaction, which neither takes SQLite's write
+    lock nor waits for another claimer. A task queued after that read wakes the loop
+    again when it commits.
     """
+    if not Task.objects.eligible().filter(lane__in=lanes).exists():
+        return None
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
@@ -135,10 +142,10 @@ def claim_next_task(
         )
         if event is None:
             return None
+        # Its start, the database's clock, comes back from the insert (RETURNING).
         attempt = Attempt.objects.create(
             task_id=task.pk, number=number, epoch=epoch, worker_id=worker_id
         )
-        attempt.refresh_from_db(fields=["started_at"])
         previous_end = (
             Attempt.objects.filter(task_id=task.pk, number=number - 1)
             .values_list("ended_at", flat=True)
