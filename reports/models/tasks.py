@@ -126,7 +126,9 @@ class TaskQuerySet(models.QuerySet):
             fields.setdefault("finished_at", Now())
         if to not in LEASED:
             fields.setdefault("lease_expires_at", None)
-        with transaction.atomic():
+        # Inside a caller's transaction (a claim, an attempt's end) no savepoint: the
+        # update and its event stand or fall with the rest of it.
+        with transaction.atomic(savepoint=False):
             changed = self.filter(condition).update(status=to, last_seq=F("last_seq") + 1, **fields)
             if changed != 1:
                 return None

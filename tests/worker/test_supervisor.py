@@ -5,6 +5,9 @@ import datetime as dt
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from reports import events, lifecycle, storage, threads, wakeups
 from reports.models import Attempt, Status, Task, TaskEvent
@@ -31,6 +34,19 @@ def test_a_second_claim_finds_nothing_once_the_task_is_taken(make_task):
     make_task()
     assert claim_next_task("worker-a") is not None
     assert claim_next_task("worker-b") is None
+
+
+@pytest.mark.django_db
+def test_a_look_that_finds_no_work_is_one_read_that_locks_nothing(make_task):
+    """An idle worker looks for work at every poll and after every attempt's end: a look
+    that finds nothing must not take the write lock every upload and chunk write needs."""
+    make_task()
+    assert claim_next_task("worker-a") is not None
+    waiting = make_task()
+    Task.objects.filter(pk=waiting.pk).update(not_before=timezone.now() + dt.timedelta(hours=1))
+    with CaptureQueriesContext(connection) as looked:
+        assert claim_next_task("worker-b") is None
+    assert [q["sql"].split()[0] for q in looked.captured_queries] == ["SELECT"]
 
 
 @pytest.mark.django_db
@@ -284,12 +300,17 @@ def test_a_new_task_reaches_its_call_after_one_read_and_one_write_on_the_shared_
     make_task, scripted_worker, monkeypatch
 ):
     """Between the claim and the provider's call an attempt reads what its task holds and
-    stores what it made: each trip to the shared thread is a wait the first text adds."""
+    stores what it made (with the prompt's length, kept before the call): each trip to a
+    database thread is a wait the first text adds."""
     trips: list[str] = []
     on_shared_db = threads.on_shared_db
 
     def counted(fn):
         trips.append(getattr(fn, "__name__", repr(fn)))
+        return on_shared_db(fn)
+
+    def counted_on_worker_thread(fn, **_):
+        trips.append(f"worker thread: {getattr(fn, '__name__', repr(fn))}")
         return on_shared_db(fn)
 
     at_call: list[list[str]] = []
@@ -302,14 +323,25 @@ def test_a_new_task_reaches_its_call_after_one_read_and_one_write_on_the_shared_
     task = make_task()
     worker = scripted_worker(report)
     monkeypatch.setattr(threads, "on_shared_db", counted)
-    # The worker's own thread is this test's shared one (one transaction), not counted.
-    monkeypatch.setattr(threads, "on_worker_thread", lambda fn, **_: on_shared_db(fn))
+    # The worker's own thread runs on this test's shared one (one transaction).
+    monkeypatch.setattr(threads, "on_worker_thread", counted_on_worker_thread)
     run_all(worker)
 
-    assert Task.objects.get(pk=task.pk).status == "succeeded"
-    # What the task holds; the new document's text, kept for its owner; what the attempt
-    # made; the provider's reading rate, which this one learns.
-    assert at_call == [["read_stored", "store_prepared_text", "store_made", "tokens_per_s"]]
+    task.refresh_from_db()
+    assert task.status == "succeeded"
+    # What the task holds; the document read, marked while it is; its text, kept for its
+    # owner; what the attempt made; the provider's reading rate, which this one learns.
+    assert at_call == [
+        [
+            "read_stored",
+            "worker thread: mark_parsing",
+            "store_prepared_text",
+            "worker thread: mark_parsing",
+            "store_made",
+            "tokens_per_s",
+        ]
+    ]
+    assert task.attempts.get().prompt_chars > 0
 
 
 @pytest.mark.django_db
