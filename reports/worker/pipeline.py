@@ -238,13 +238,15 @@ class AttemptRun:
                 "passages": None if stored.passages else passages,
                 "plan": None if stored.plan else plan,
             }
+            if plan.single:  # the report's call comes next: its prompt's length with the rest
+                self.prompt_chars = made["sent_chars"] = prompt_chars(requests[plan.final.key])
             try:
                 await threads.on_shared_db(prepared.store_made)(self.claim, worst, **made)
             except budgets.BudgetExhausted as exc:
                 return Outcome(Status.FAILED, ErrorType.BUDGET_EXHAUSTED, str(exc))
         with self._timed(Stage.GENERATE):
             if plan.single:
-                return await self._generate(requests[plan.final.key])
+                return await self._call_report(requests[plan.final.key])
             return await self._run_plan(stored.task, plan, passages, requests)
 
     async def _new_plan(self, passages, task: TaskInput, documents) -> Plan:
@@ -330,10 +332,12 @@ class AttemptRun:
     # --- generate: provider calls, each run by the core -----------------------------------
 
     async def _generate(self, request: GenerationRequest) -> Outcome:
-        """Make the report's own call: its text is written as `delta` events.
+        """Make the report's own call after a plan's notes: its text is written as `delta`
+        events.
 
         The prompt's length is kept on the attempt first: were this worker lost, the
-        reaper charges an estimate from it and the text that came back."""
+        reaper charges an estimate from it and the text that came back. (A single call's
+        is kept with what the attempt made, in `_stages`.)"""
         self.prompt_chars = prompt_chars(request)
         claim = self.claim
         sent = await threads.on_worker_thread(mark_sent)(
@@ -341,6 +345,11 @@ class AttemptRun:
         )
         if not sent:
             raise LeaseLost(self.task_id)
+        return await self._call_report(request)
+
+    async def _call_report(self, request: GenerationRequest) -> Outcome:
+        """Make the report's own call, its prompt's length already kept: its text is
+        written as `delta` events."""
         return (await self._call(request, report=True))[1]
 
     async def _call(self, request: GenerationRequest, *, report: bool) -> tuple[Call, Outcome]:

@@ -3,7 +3,8 @@ what it made of it, stored in one.
 
 Between its claim and the provider's call an attempt needs the task's documents, their
 passages, its plan and the notes already written; then it stores the passages and the
-plan it made and raises the task's reservation to the calls' worst case. Each of the two
+plan it made, raises the task's reservation to the calls' worst case and, when the report
+is one call, keeps the length of the prompt it is about to send. Each of the two
 is a single call on the shared database thread rather than a call a query: every call is
 a wait for that thread and a switch back, and the first text waits for all of them
 (benchmark 1).
@@ -19,7 +20,7 @@ from reports import budgets
 from reports.parsers.passages import Passage
 from reports.parsers.planning import Plan
 from reports.worker import plan_store
-from reports.worker.leases import Claim, LeaseLost
+from reports.worker.leases import Claim, LeaseLost, mark_sent
 from reports.worker.plan_store import TaskInput
 from reports.worker.preparation import (
     DocumentToRead,
@@ -59,9 +60,11 @@ def store_made(
     *,
     passages: list[Passage] | None = None,
     plan: Plan | None = None,
+    sent_chars: int | None = None,
 ) -> None:
-    """Store the passages and the plan the attempt made (None: it read them), and raise
-    the reservation to the `worst` case of its calls, in one transaction.
+    """Store the passages and the plan the attempt made (None: it read them), raise the
+    reservation to the `worst` case of its calls and, given `sent_chars`, keep the length
+    of the report call's prompt about to be sent (`leases.mark_sent`), in one transaction.
 
     Raise LeaseLost when the lease is gone, budgets.BudgetExhausted when the owner's
     budget cannot cover the calls; either way nothing is stored (a later attempt makes
@@ -74,3 +77,7 @@ def store_made(
         if plan is not None and not plan_store.store_plan(claim, plan):
             raise LeaseLost(claim.task_id)
         budgets.top_up(claim.task_id, claim.epoch, worst)
+        if sent_chars is not None and not mark_sent(
+            claim.task_id, claim.attempt_id, claim.epoch, sent_chars
+        ):
+            raise LeaseLost(claim.task_id)
