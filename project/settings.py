@@ -135,8 +135,9 @@ def _database() -> dict:
     import dj_database_url
 
     url = env_str("DATABASE_URL") or f"sqlite:///{DATA_DIR / 'db.sqlite3'}"
-    # No persistent connections: under ASGI each request may run in a thread of its own,
-    # and a connection kept by a thread that is gone stays open until the server drops it.
+    # No persistent connections to a server: under ASGI a request may run in a thread of
+    # its own, and a connection kept by a thread that is gone stays open until the server
+    # drops it (PostgreSQL gets a pool instead, below).
     config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
     if config["ENGINE"].endswith("postgresql"):
         # A pool per process instead: a fixed number of connections, whatever the number of
@@ -151,6 +152,10 @@ def _database() -> dict:
     if config["ENGINE"].endswith("sqlite3"):
         # Django's SQLite backend, with one writer at a time per process (project/sqlite).
         config["ENGINE"] = "project.sqlite"
+        # Kept open: a request's thread is kept for the next one (reports/serving/
+        # handler.py), and setting a connection up costs about 3 ms. A thread that ends
+        # takes its connection with it: SQLite has no server to hold it open.
+        config["CONN_MAX_AGE"] = None
         config["OPTIONS"] = {
             # The worker writes beside the web process: readers never wait for the
             # writer (WAL), writers queue for the lock up front instead of failing

@@ -1,14 +1,18 @@
-"""A request to a synchronous view runs its middleware and view in one trip to a thread;
-an asynchronous view keeps Django's async chain."""
+"""A request to a synchronous view runs its middleware and view in one trip to a thread,
+kept for the next request; an asynchronous view keeps Django's async chain."""
 
 from __future__ import annotations
+
+import threading
 
 import pytest
 from asgiref import sync
 from channels.testing import HttpCommunicator
+from django.core.signals import request_started
+from django.db import connection
 
 from project.asgi import application
-from reports.serving.handler import is_async_view
+from reports.serving.handler import RequestThreads, is_async_view
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,3 +57,37 @@ def test_only_the_asynchronous_views_keep_the_async_chain():
     assert not is_async_view("/api/tasks")
     assert not is_async_view("/accounts/login/")
     assert not is_async_view("/no/such/page/")
+
+
+async def test_requests_one_after_another_run_on_one_kept_thread():
+    """Django would start a thread for each request, and open a database connection on
+    it: here the next request finds the last one's thread, and its connection, waiting."""
+    seen: list[tuple[int, bool]] = []
+
+    def note(**_):  # a request starts, on its thread
+        seen.append((threading.get_ident(), connection.connection is not None))
+        connection.ensure_connection()
+
+    request_started.connect(note)
+    try:
+        for _ in range(3):
+            headers = [(b"host", b"testserver")]
+            asked = HttpCommunicator(application, "GET", "/accounts/login/", headers=headers)
+            assert (await asked.get_response())["status"] == 200
+            await asked.wait()  # the request has ended, and given its thread back
+    finally:
+        request_started.disconnect(note)
+
+    assert len({thread for thread, _ in seen}) == 1, seen
+    assert [opened for _, opened in seen] == [False, True, True]
+    assert seen[0][0] != await sync.sync_to_async(threading.get_ident)()  # not the shared one
+
+
+def test_a_request_never_waits_for_another_requests_thread():
+    threads = RequestThreads(idle_max=1)
+    first, second = threads.take(), threads.take()
+    assert first is not second
+    threads.give_back(first)
+    threads.give_back(second)  # beyond the idle ones kept: shut down
+    assert threads.take() is first
+    assert second._shutdown
