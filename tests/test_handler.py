@@ -92,3 +92,14 @@ def test_a_request_never_waits_for_another_requests_thread():
     threads.give_back(second)  # beyond the idle ones kept: shut down
     assert threads.take() is first
     assert second._shutdown
+
+
+def test_a_thread_still_running_a_left_requests_view_is_not_kept():
+    threads = RequestThreads()
+    executor = threads.take()
+    release = threading.Event()
+    running = executor.submit(release.wait, 10)  # a view still at work, its client gone
+    threads.give_back(executor)
+    assert executor not in threads.idle
+    release.set()
+    running.result(timeout=10)

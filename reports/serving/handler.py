@@ -19,6 +19,7 @@ when more run at once than have run so far.
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_async
@@ -29,6 +30,31 @@ from django.urls import Resolver404, resolve
 IDLE_REQUEST_THREADS = 8  # kept for the next requests; a burst beyond it starts more
 
 
+class RequestThread(ThreadPoolExecutor):
+    """One thread for one request at a time, which knows whether a call is still on it."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1, thread_name_prefix="reportline-request")
+        self._lock = threading.Lock()
+        self._calls = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        with self._lock:
+            self._calls += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._returned)
+        return future
+
+    def _returned(self, _) -> None:
+        with self._lock:
+            self._calls -= 1
+
+    @property
+    def busy(self) -> bool:
+        with self._lock:
+            return self._calls > 0
+
+
 class RequestThreads:
     """Threads for requests, one request at a time each, kept once their request ends.
 
@@ -37,17 +63,19 @@ class RequestThreads:
     """
 
     def __init__(self, idle_max: int = IDLE_REQUEST_THREADS) -> None:
-        self.idle: list[ThreadPoolExecutor] = []
+        self.idle: list[RequestThread] = []
         self.idle_max = idle_max
 
-    def take(self) -> ThreadPoolExecutor:
+    def take(self) -> RequestThread:
         # The most recently used first: its connection is the most likely to be open.
         if self.idle:
             return self.idle.pop()
-        return ThreadPoolExecutor(max_workers=1, thread_name_prefix="reportline-request")
+        return RequestThread()
 
-    def give_back(self, executor: ThreadPoolExecutor) -> None:
-        if len(self.idle) < self.idle_max:
+    def give_back(self, executor: RequestThread) -> None:
+        # A request whose client left may still run its view there: the next request
+        # must not wait behind it, so that thread is not kept.
+        if not executor.busy and len(self.idle) < self.idle_max:
             self.idle.append(executor)
         else:
             executor.shutdown(wait=False)  # it ends once its last call returns
