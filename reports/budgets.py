@@ -191,8 +191,10 @@ def top_up(task_id, epoch: int, calls: list[tuple[int, int]]) -> int:
     Return what was added (0 when the reservation already covers it, or the task holds
     none, or the attempt lost its lease). Raise BudgetExhausted, holding nothing more,
     when the owner's budget cannot cover it: the provider must then not be called.
+    Inside a caller's transaction (`prepared.store_made`) it takes no savepoint: what
+    fails there rolls the whole back.
     """
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         task = (
             Task.objects.select_for_update()
             .filter(pk=task_id, epoch=epoch, cost_status=CostStatus.RESERVED)

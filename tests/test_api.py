@@ -13,6 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.db import OperationalError, connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils.crypto import get_random_string
 
 from reports.models import Document, Status, Task
@@ -112,6 +113,19 @@ def test_queue_positions_count_the_tasks_ahead(alice_client, bob_client):
     alice_client.post(f"/api/tasks/{first['task_id']}/cancel")
     assert detail(alice_client, third["task_id"]).json()["queue_position"] == 2
     assert detail(alice_client, first["task_id"]).json()["queue_position"] is None
+
+
+def test_an_upload_is_answered_from_two_reads_after_its_task_is_stored(alice_client):
+    submit(alice_client)
+    with CaptureQueriesContext(connection) as captured:
+        body = submit(alice_client).json()
+
+    statements = [q["sql"] for q in captured.captured_queries]
+    stored = max(i for i, sql in enumerate(statements) if 'INSERT INTO "reports_document"' in sql)
+    reads = [s for s in statements[stored + 1 :] if s.startswith("SELECT") and " FROM " in s]
+    # the task as the database stored it, with its place in line; its attempts
+    assert len(reads) == 2, reads
+    assert body["status"] == "queued" and body["queue_position"] == 2
 
 
 def test_a_finished_task_body_has_its_attempts_result_timings_and_usage(alice_client, worker):

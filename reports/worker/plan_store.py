@@ -44,8 +44,10 @@ def stored_plan(claim: Claim) -> tuple[TaskInput, Plan | None]:
 
 
 def store_plan(claim: Claim, plan: Plan) -> bool:
-    """Store a new plan and one row per notes call; False when the lease is gone."""
-    with transaction.atomic():
+    """Store a new plan and one row per notes call; False when the lease is gone.
+    Inside a caller's transaction (`prepared.store_made`) it takes no savepoint: what
+    fails there rolls the whole back."""
+    with transaction.atomic(savepoint=False):
         if not _holds(claim.task_id, claim.epoch):
             return False
         Task.objects.filter(pk=claim.task_id).update(
