@@ -69,7 +69,7 @@ from reports.worker.slots import SpareSlots
 
 log = logging.getLogger(__name__)
 
-_WAKE = object()  # a stop was requested
+_WAKE = object()  # a stop was requested, or a time limit fell due
 TOKEN_SAMPLE_CHARS = 100_000
 # A reading expected to take this long is announced as the call starts, with its time.
 READING_SHOWN_FROM_S = 2.0
@@ -373,6 +373,7 @@ class AttemptRun:
         if self.stop_reason:
             call.stop(self.stop_reason)
         queue: asyncio.Queue = asyncio.Queue(maxsize=1)
+        alarm = _Alarm(queue, self.clock)
         self._calls[id(call)] = (call, queue)
         pump = asyncio.create_task(self._pump(request, queue))
         try:
@@ -380,7 +381,7 @@ class AttemptRun:
             if report and (expected.eta_s or 0) >= READING_SHOWN_FROM_S:
                 await self._reading(expected)  # a long read: the page says how long
             while True:
-                for decision in await self._next_decisions(call, queue, report=report):
+                for decision in await self._next_decisions(call, queue, alarm, report=report):
                     if isinstance(decision, Write):
                         if report:
                             await self._write(decision.text)
@@ -395,6 +396,7 @@ class AttemptRun:
                         raise LeaseLost(self.task_id)
         finally:
             del self._calls[id(call)]
+            alarm.cancel()
             pump.cancel()
             await asyncio.gather(pump, return_exceptions=True)
 
@@ -413,17 +415,14 @@ class AttemptRun:
             await queue.put(ProviderError(ErrorType.PROVIDER_ERROR, f"Provider failure: {exc}"))
 
     async def _next_decisions(
-        self, call: Call, queue: asyncio.Queue, *, report: bool
+        self, call: Call, queue: asyncio.Queue, alarm: _Alarm, *, report: bool
     ) -> list[Decision]:
         """Feed the core the next stream item, or a tick when it falls due first."""
         try:
             item = queue.get_nowait()  # an item already waiting is never timed out
         except asyncio.QueueEmpty:
-            timeout = max(0.0, call.next_tick_at() - self.clock.monotonic())
-            try:
-                item = await asyncio.wait_for(queue.get(), timeout=timeout)
-            except TimeoutError:
-                item = _WAKE
+            alarm.set(call.next_tick_at())
+            item = await queue.get()
         now = self.clock.monotonic()
         decisions = call.tick(now) if item is _WAKE else call.receive(item, now)
         if self.claim.probe and call.answered and not self._probe_answered:
@@ -697,6 +696,45 @@ class AttemptRun:
 
     def _timed(self, stage: str):
         return _StageTimer(self, stage)
+
+
+class _Alarm:
+    """Puts a wake-up in a call's queue when the call's next time limit falls due.
+
+    One timer a call, moved only when that instant comes earlier than the timer's: a
+    timer a stream item (a wait with a timeout for each) cost the worker's event loop
+    more than the item itself. A timer left set for an instant that has since moved later
+    wakes the runner early, and the core's tick then finds nothing due.
+    """
+
+    # A timer this close to the instant wanted is kept: it spares re-setting it for the
+    # difference between the loop's clock and the runner's.
+    SLACK_S = 0.001
+
+    def __init__(self, queue: asyncio.Queue, clock: Clock) -> None:
+        self._queue = queue
+        self._clock = clock
+        self._loop = asyncio.get_running_loop()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def set(self, due: float) -> None:
+        """Make sure a wake-up comes no later than `due`, on the runner's clock."""
+        at = self._loop.time() + max(0.0, due - self._clock.monotonic())
+        if self._timer is not None:
+            if self._timer.when() <= at + self.SLACK_S:
+                return
+            self._timer.cancel()
+        self._timer = self._loop.call_at(at, self._ring)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _ring(self) -> None:
+        self._timer = None
+        with contextlib.suppress(asyncio.QueueFull):  # an item waiting wakes it anyway
+            self._queue.put_nowait(_WAKE)
 
 
 def _learn_from(call: Call, outcome: Outcome) -> None:
