@@ -180,9 +180,33 @@ def unanswered_task(make_task, scripted_worker, settings) -> Task:
     return task
 
 
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_reset_sequences", "live_server"}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--database-tests-only",
+        action="store_true",
+        help="run only the tests that use the test database (scripts/test's second run, on "
+        "PostgreSQL and Redis: the others do not depend on which database the run uses)",
+    )
+
+
+def uses_the_database(item: pytest.Item) -> bool:
+    return item.get_closest_marker("django_db") is not None or bool(
+        DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    )
+
+
 def pytest_collection_modifyitems(config, items):
     """Run browser tests last: Playwright's sync API keeps an event loop running in this
-    thread for the rest of the session, where no async test could run."""
+    thread for the rest of the session, where no async test could run. With
+    --database-tests-only, leave out the tests that never touch the database."""
+    if config.getoption("database_tests_only"):
+        left_out = [item for item in items if not uses_the_database(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if uses_the_database(item)]
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
 
 

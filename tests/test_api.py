@@ -257,7 +257,10 @@ def no_free_connection():
     raise OperationalError("connection pool exhausted: no connection within the timeout")
 
 
-@pytest.mark.parametrize("path", ["/api/tasks", f"/api/tasks/{uuid.uuid4()}/events", "/"])
+@pytest.mark.parametrize(
+    "path",
+    ["/api/tasks", pytest.param(f"/api/tasks/{uuid.uuid4()}/events", id="events"), "/"],
+)
 def test_a_database_that_cannot_be_reached_answers_503_json_with_retry_after(
     alice_client, monkeypatch, path
 ):

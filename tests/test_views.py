@@ -39,7 +39,7 @@ def assert_secure_headers(response) -> None:
     assert response["X-Content-Type-Options"] == "nosniff"
 
 
-@pytest.mark.parametrize("path", ["/", f"/tasks/{uuid.uuid4()}/"])
+@pytest.mark.parametrize("path", ["/", pytest.param(f"/tasks/{uuid.uuid4()}/", id="task-page")])
 def test_pages_redirect_anonymous_users_to_login(client, path):
     response = client.get(path)
     assert response.status_code == 302

@@ -33,6 +33,10 @@ from reports.worker.supervisor import Supervisor
 from tests.helpers import items_or_error, run_all
 from tests.providers.llama_server import MODEL, LlamaServer
 
+# One test process runs them all (scripts/test spreads the suite over two), so that the run
+# starts each of the session's servers once.
+pytestmark = pytest.mark.xdist_group("smollm2")
+
 FREE = {"input": 0, "output": 0, "cached_input": 0}
 WINDOW = 2048  # each slot's, as the session's server is started (tests/conftest.py)
 # The ends a task on a small model may truly have: success, or the model's own failure.

@@ -5,7 +5,6 @@ can be revoked; task creation is rate-limited per user; logins are throttled."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import uuid
 
@@ -247,7 +246,7 @@ def throttle_cache(request, settings, throttle):
         settings.CACHES = {
             "default": {
                 "BACKEND": "django.core.cache.backends.redis.RedisCache",
-                "LOCATION": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/4"),
+                "LOCATION": settings.TEST_REDIS_URL,
             }
         }
         try:

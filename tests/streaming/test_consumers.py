@@ -182,7 +182,9 @@ async def test_foreign_origin_is_refused(alice):
     await refused(communicator(task.pk, cookie=cookie, origin=(b"origin", b"https://evil.test")))
 
 
-@pytest.mark.parametrize("task_id", ["not-a-uuid", str(uuid.uuid4())])
+@pytest.mark.parametrize(
+    "task_id", ["not-a-uuid", pytest.param(str(uuid.uuid4()), id="unknown-task")]
+)
 async def test_malformed_or_missing_task_is_refused(alice, task_id):
     await refused(communicator(task_id, cookie=await session_cookie(alice)))
 
