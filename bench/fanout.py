@@ -26,6 +26,7 @@ import json
 import math
 import subprocess
 import time
+from collections import Counter
 
 from bench import analysis
 from bench.harness import (
@@ -227,6 +228,10 @@ def summarize_app(clients, stored, starts, flushes, *, profile: str, measure_lag
     return {
         **lag_figures(all_lags),
         **totals(checks),
+        # Why a stream did not finish, as its client saw it: an error, or a close that
+        # was not the normal one.
+        "client_errors": dict(Counter(c["error"][:120] for c in clients if c["error"])),
+        "close_codes": dict(Counter(str(code) for c in clients for code in c["close_codes"])),
         "provider_deltas_per_report": _mean(deltas_in),
         "events_per_report": _mean(events),
         "write_share_p50": percentile(shares, 50),
