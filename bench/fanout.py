@@ -41,6 +41,7 @@ from bench.harness import (
     work,
 )
 from bench.meter import COST_KEYS, Meter
+from bench.wsclient import SUBMITTERS
 
 PROFILE, SEED = "openai", 0
 # P99 lag at 100 streams: the embedded server shares one process; scale-out adds a hop.
@@ -58,6 +59,7 @@ def run_app(
     profile: str = PROFILE,
     web: int = 0,
     workers: int = 1,
+    submitters: int = SUBMITTERS,
 ) -> dict:
     """Run S streams through the whole app; return the figures and correctness.
 
@@ -105,6 +107,7 @@ def run_app(
             "timeout_s": timeout_s,
             "reconnects": reconnects,
             "seed": SEED,
+            "submitters": submitters,
             **user,
         }
         clients = run_clients(config)
@@ -288,7 +291,13 @@ def _mean(values):
     return sum(values) / len(values) if values else None
 
 
-def run_steps(streams: int, servers: list[str], steps: list[tuple[int, int]], name: str):
+def run_steps(
+    streams: int,
+    servers: list[str],
+    steps: list[tuple[int, int]],
+    name: str,
+    submitters: int = SUBMITTERS,
+):
     """The capacity model's measured step: the same S streams on each (web, workers) count
     of processes, scale-out behind nginx; figures and per-stream costs of each, against the
     first step."""
@@ -300,7 +309,12 @@ def run_steps(streams: int, servers: list[str], steps: list[tuple[int, int]], na
             label = f"scale-out/{server}/{web}web+{workers}workers"
             print(f"-- {label} behind nginx: {streams} streams", flush=True)
             app = run_app(
-                Layout.scale_out(), streams=streams, server=server, web=web, workers=workers
+                Layout.scale_out(),
+                streams=streams,
+                server=server,
+                web=web,
+                workers=workers,
+                submitters=submitters,
             )
             first = first or app
             against = first if app is not first else {}  # the first step is the baseline
@@ -340,12 +354,22 @@ def main() -> None:
         help="scale-out steps instead: web processes behind nginx in each step, e.g. 1,2",
     )
     parser.add_argument("--workers", default="", help="worker processes in each step, e.g. 1,2")
+    parser.add_argument(
+        "--submitters",
+        type=int,
+        default=SUBMITTERS,
+        help="uploads sent at once in the steps (more: more streams open at once)",
+    )
     args = parser.parse_args()
     if args.web:
         webs = [int(n) for n in args.web.split(",")]
         workers = [int(n) for n in (args.workers or args.web).split(",")]
         run_steps(
-            args.streams, args.servers.split(","), list(zip(webs, workers, strict=True)), args.name
+            args.streams,
+            args.servers.split(","),
+            list(zip(webs, workers, strict=True)),
+            args.name,
+            args.submitters,
         )
         return
 

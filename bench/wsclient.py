@@ -16,12 +16,14 @@ import sys
 import time
 import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import websockets
 
 BATCH = re.compile(r'<template data-batch data-seq="(\d+)">')
+SUBMITTERS = 6  # asyncio's default on two cores, which every earlier figure used
 DELTA = re.compile(
     r'<template data-delta data-seq="(\d+)" data-attempt="\d+">(.*?)</template>', re.S
 )
@@ -128,6 +130,11 @@ async def one_stream(config: dict, stream: Stream, index: int, rng: random.Rando
 async def run(config: dict) -> list[Stream]:
     """Run every stream; those still open after `timeout_s` are cut and marked so."""
     rng = random.Random(config.get("seed", 0))
+    # Uploads go through a fixed number of threads (asyncio's default depends on the
+    # machine's cores): how many are sent at once paces how many streams are open at once.
+    asyncio.get_running_loop().set_default_executor(
+        ThreadPoolExecutor(config.get("submitters", SUBMITTERS))
+    )
     streams = [Stream("") for _ in range(config["streams"])]
     tasks = [
         asyncio.create_task(one_stream(config, stream, i, random.Random(rng.random())))

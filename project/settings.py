@@ -131,6 +131,15 @@ DATA_DIR = Path(env_str("REPORTS_DATA_DIR", str(BASE_DIR / "var")))
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 
+# PostgreSQL connections a process keeps (below); task creations it runs at once, so that
+# uploads waiting for the admission lock leave its pages connections (reports/serving/
+# admissions.py).
+REPORTS_DB_POOL_SIZE = env_int("REPORTS_DB_POOL_SIZE", 8, minimum=2)
+REPORTS_ADMISSIONS_AT_ONCE = env_int(
+    "REPORTS_ADMISSIONS_AT_ONCE", max(1, REPORTS_DB_POOL_SIZE // 2), minimum=1
+)
+
+
 def _database() -> dict:
     import dj_database_url
 
@@ -146,7 +155,7 @@ def _database() -> dict:
         # 503 with Retry-After (reports.observability.middleware), never a 500.
         config.setdefault("OPTIONS", {})["pool"] = {
             "min_size": 1,
-            "max_size": env_int("REPORTS_DB_POOL_SIZE", 8, minimum=2),
+            "max_size": REPORTS_DB_POOL_SIZE,
             "timeout": env_number("REPORTS_DB_POOL_TIMEOUT_S", 5, minimum=0.1),
         }
     if config["ENGINE"].endswith("sqlite3"):

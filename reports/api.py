@@ -23,6 +23,7 @@ from reports.auth import NOT_FOUND, ApiError, api_view, owned_task
 from reports.models import Status, Task
 from reports.observability import tracing
 from reports.serving import download_names
+from reports.serving.admissions import admits_tasks
 from reports.serving.task_body import task_bodies, task_body
 from reports.submissions import form as submission_form
 
@@ -35,6 +36,7 @@ UPLOAD_ALLOWANCE_MS = 60_000
 MAX_FIRST_TEXT_MS = 3_600_000
 
 
+@admits_tasks  # a POST takes the admission lock: a few at once per process
 @api_view({"GET", "POST"})
 def tasks(request: HttpRequest, user) -> JsonResponse:
     if request.method == "POST":

@@ -3,6 +3,8 @@ kept for the next request; an asynchronous view keeps Django's async chain."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import threading
 
 import pytest
@@ -12,7 +14,10 @@ from django.core.signals import request_started
 from django.db import connection
 
 from project.asgi import application
-from reports.serving.handler import RequestThreads, is_async_view
+from reports import submissions
+from reports.serving import admissions
+from reports.serving.handler import RequestThreads, is_async, view_of
+from tests.helpers import multipart
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,11 +57,11 @@ async def test_an_answer_a_middleware_gives_comes_back_from_the_same_trip(monkey
 
 
 def test_only_the_asynchronous_views_keep_the_async_chain():
-    assert is_async_view("/healthz")
-    assert is_async_view("/api/tasks/00000000-0000-0000-0000-000000000000/events")
-    assert not is_async_view("/api/tasks")
-    assert not is_async_view("/accounts/login/")
-    assert not is_async_view("/no/such/page/")
+    assert is_async(view_of("/healthz"))
+    assert is_async(view_of("/api/tasks/00000000-0000-0000-0000-000000000000/events"))
+    assert not is_async(view_of("/api/tasks"))
+    assert not is_async(view_of("/accounts/login/"))
+    assert not is_async(view_of("/no/such/page/"))
 
 
 async def test_requests_one_after_another_run_on_one_kept_thread():
@@ -105,3 +110,49 @@ def test_a_thread_still_running_a_left_requests_view_is_not_kept():
     assert not running.done()
     release.set()
     running.result(timeout=10)
+
+
+async def test_task_creations_wait_their_turn_at_the_gate_and_pages_answer_meanwhile(
+    alice_token, settings, monkeypatch
+):
+    """Creating a task takes the site's admission lock while holding a pooled connection:
+    a process lets only REPORTS_ADMISSIONS_AT_ONCE creations in at a time, so a burst of
+    uploads cannot take every connection from its pages and sockets."""
+    settings.REPORTS_ADMISSIONS_AT_ONCE = 1
+    locked = []  # each creation's arrival at the admission lock
+    original = submissions._lock_admission
+    monkeypatch.setattr(submissions, "_lock_admission", lambda: locked.append(1) or original())
+    gate = admissions.gate("POST", view_of("/api/tasks"))
+    body, content_type = multipart("notes.md", b"# Notes\n\nThe tide turns at noon.\n")
+    headers = [
+        (b"host", b"testserver"),
+        (b"authorization", f"Bearer {alice_token}".encode()),
+        (b"content-type", content_type.encode()),
+        (b"content-length", str(len(body)).encode()),
+    ]
+
+    async with gate:  # another creation is in
+        upload = HttpCommunicator(application, "POST", "/api/tasks", body=body, headers=headers)
+        answer = asyncio.create_task(upload.get_response())
+        for _ in range(2):  # pages go on meanwhile
+            page = HttpCommunicator(application, "GET", "/accounts/login/", headers=headers[:1])
+            assert (await page.get_response())["status"] == 200
+        assert not locked and not answer.done()  # the upload waits, holding no connection
+
+    response = await answer
+    assert response["status"] == 201, response["body"]
+    assert locked == [1]
+
+
+async def test_only_a_post_that_creates_a_task_waits_at_the_gate(settings):
+    settings.REPORTS_ADMISSIONS_AT_ONCE = 2
+    creating = view_of("/api/tasks")
+    held = [admissions.gate("POST", creating) for _ in range(2)]
+    for gate in held:
+        await gate.__aenter__()
+
+    assert admissions.gate("POST", creating).locked()  # a third creation waits
+    for method, path in [("GET", "/api/tasks"), ("POST", "/accounts/login/")]:
+        assert isinstance(admissions.gate(method, view_of(path)), contextlib.nullcontext)
+    await held[0].__aexit__(None, None, None)
+    assert not admissions.gate("POST", creating).locked()

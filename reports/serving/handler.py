@@ -15,6 +15,9 @@ about 3 ms a request, to connect and set the connection up. Here a request takes
 thread a finished request gave back (`RequestThreads`), with its connection still open
 (SQLite's connections are kept, `project/settings.py`); a request finds none idle only
 when more run at once than have run so far.
+
+A request that creates a task first waits its turn at the process's admission gate
+(`reports/serving/admissions.py`), before it takes a database connection.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from asgiref.sync import ThreadSensitiveContext, iscoroutinefunction, sync_to_as
 from django.core.handlers.asgi import ASGIHandler
 from django.core.handlers.base import BaseHandler
 from django.urls import Resolver404, resolve
+
+from reports.serving import admissions
 
 IDLE_REQUEST_THREADS = 8  # kept for the next requests; a burst beyond it starts more
 
@@ -101,16 +106,22 @@ class Handler(ASGIHandler):
             self.threads.give_back(executor)
 
     async def get_response_async(self, request):
-        if is_async_view(request.path_info):
-            return await super().get_response_async(request)
-        get_response = sync_to_async(self.in_one_trip.get_response, thread_sensitive=True)
-        return await get_response(request)
+        view = view_of(request.path_info)
+        async with admissions.gate(request.method, view):
+            if is_async(view):
+                return await super().get_response_async(request)
+            get_response = sync_to_async(self.in_one_trip.get_response, thread_sensitive=True)
+            return await get_response(request)
 
 
-def is_async_view(path: str) -> bool:
-    """Return whether `path` is served by an asynchronous view (a missing one is not)."""
+def view_of(path: str):
+    """Return the view that serves `path`, or None for a missing one."""
     try:
-        view = resolve(path).func
+        return resolve(path).func
     except Resolver404:
-        return False
+        return None
+
+
+def is_async(view) -> bool:
+    """Return whether `view` is asynchronous (None, no view, is not)."""
     return bool(getattr(view, "view_is_async", False)) or iscoroutinefunction(view)
