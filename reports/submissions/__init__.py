@@ -194,11 +194,12 @@ def limit_rate(user) -> None:
     now = timezone.now()
     recent = Task.objects.filter(owner=user, created_at__gt=now - window).order_by("-created_at")
     limit = settings.REPORTS_USER_RATE_LIMIT
-    times = list(recent.values_list("created_at", flat=True)[:limit])
-    if len(times) < limit:
+    # The oldest of the last `limit` tasks, which leaves the window first: one row read
+    # (under the admission lock), whatever the limit a user is given.
+    edge = list(recent.values_list("created_at", flat=True)[limit - 1 : limit])
+    if not edge:
         return
-    # The oldest of the last `limit` tasks leaves the window first.
-    wait = math.ceil((times[-1] + window - now).total_seconds())
+    wait = math.ceil((edge[0] + window - now).total_seconds())
     raise ApiError(
         429,
         "rate_limited",
