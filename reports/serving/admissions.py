@@ -5,8 +5,8 @@ lock), and a request holds one of its process's pooled database connections whil
 waits there. Unbounded, a burst of uploads in one process takes every connection of its
 pool, and that process's pages and WebSocket handshakes wait for one, or answer 503,
 until the burst is through. So the handler lets `REPORTS_ADMISSIONS_AT_ONCE` of them in
-at a time (half the pool by default); the others wait before they touch the database,
-holding no connection and no thread's work.
+at a time (half the pool by default); the others wait, their bodies already read, before
+they touch the database: a slow client holds no place, a waiting upload no connection.
 """
 
 from __future__ import annotations
