@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connections, models, transaction
+from django.db import models, transaction
 from django.db.models import Case, Count, F, Max, Min, OuterRef, Q, Subquery, Sum, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Length, Now
-from django.db.models.sql import UpdateQuery
 
 from reports import events
 from reports.events import Draft, Event
+from reports.models import event_appends
 from reports.states import (
     ADMIN_RESOLUTIONS,
     LEASED,
@@ -134,34 +133,32 @@ class TaskQuerySet(models.QuerySet):
                 return None
             return _write_event(task_id, event)
 
-    def append_event(self, task_id, epoch: int, event: Draft, **fields):
+    def append_event(self, task_id, epoch: int, event: Draft, *, first_text: bool = False):
         """Append an event for a leased task held at `epoch`, renewing its lease.
 
         Return (event, cancel_requested) or None when the lease was lost.
         """
-        return self.append_events([(task_id, epoch, event)], **fields)[0]
+        return self.append_events([(task_id, epoch, event)], first_text=first_text)[0]
 
-    def append_events(self, appends, **fields) -> list[tuple[Event, bool] | None]:
+    def append_events(
+        self, appends, *, first_text: bool = False
+    ) -> list[tuple[Event, bool] | None]:
         """`append_event` for many tasks (each at most once), fenced per task.
 
-        `appends` holds (task_id, epoch, draft). One conditional UPDATE
-        renews every lease still held and takes each task's next seq, and the events of
-        the tasks it updated are inserted. Return, per append, (event, cancel_requested),
-        or None when that task's lease was lost: its event is not written.
+        `appends` holds (task_id, epoch, draft). One conditional UPDATE renews every lease
+        still held and takes each task's next seq (and with `first_text`, sets the time of
+        the task's first text if it has none), and the events of the tasks it updated are
+        inserted (`reports.models.event_appends`). Return, per append, (event,
+        cancel_requested), or None when that task's lease was lost: its event is not
+        written.
         """
-        renew = self.filter(_held(appends), status__in=LEASED)
-        changes = {
-            "last_seq": F("last_seq") + 1,
-            "lease_expires_at": db_now_plus(settings.REPORTS_LEASE_S),
-            **fields,
-        }
-        if connections[self.db].vendor == "postgresql":
-            rows = _append_in_one_statement(renew, changes, appends)
-        else:
-            rows = _append_in_three_statements(renew, changes, appends)
+        tables = (Task._meta.db_table, TaskEvent._meta.db_table)
+        rows = event_appends.append(
+            self.db, tables, appends, first_text=first_text, lease_s=settings.REPORTS_LEASE_S
+        )
         results: list[tuple[Event, bool] | None] = []
         for task_id, _, draft in appends:
-            row = rows.get(str(task_id))
+            row = rows.get(str(event_appends.as_uuid(task_id)))
             if row is None:
                 results.append(None)
                 continue
@@ -169,68 +166,6 @@ class TaskQuerySet(models.QuerySet):
             event = Event(task_id, last_seq, draft.type, draft.stamped(attempt_count))
             results.append((event, cancel_requested_at is not None))
         return results
-
-
-def _held(appends) -> Q:
-    held = Q(pk__in=[])
-    for task_id, epoch, _ in appends:
-        held |= Q(pk=task_id, epoch=epoch)
-    return held
-
-
-def _append_in_three_statements(renew: TaskQuerySet, changes: dict, appends) -> dict:
-    """Update, read back, insert: a row not updated cannot have come back to its epoch
-    (epochs only grow), so one read back at its epoch, still leased, was renewed here."""
-    epochs = {str(task_id): epoch for task_id, epoch, _ in appends}
-    with transaction.atomic(using=renew.db):
-        renew.update(**changes)
-        rows = {}
-        for pk, epoch, status, *row in Task.objects.filter(pk__in=list(epochs)).values_list(
-            "pk", "epoch", "status", *_EVENT_FIELDS, "cancel_requested_at"
-        ):
-            if epoch == epochs[str(pk)] and status in LEASED:
-                rows[str(pk)] = tuple(row)
-        TaskEvent.objects.bulk_create(
-            TaskEvent(
-                task_id=task_id,
-                seq=rows[str(task_id)][0],
-                type=draft.type,
-                data=draft.stamped(rows[str(task_id)][1]),
-            )
-            for task_id, _, draft in appends
-            if str(task_id) in rows
-        )
-    return rows
-
-
-def _append_in_one_statement(renew: TaskQuerySet, changes: dict, appends) -> dict:
-    """One statement, so one round trip: the fenced UPDATE … RETURNING feeds the INSERT of
-    the events in a CTE, and only the tasks it updated get one (PostgreSQL)."""
-    query = renew.query.chain(UpdateQuery)
-    query.add_update_values(changes)
-    update_sql, update_params = query.get_compiler(renew.db).as_sql()
-    table = Task._meta.db_table
-    values = ", ".join(["(%s::uuid, %s, %s::jsonb)"] * len(appends))
-    event_params = []
-    for task_id, _, draft in appends:
-        event_params += [str(task_id), draft.type, json.dumps(draft.data)]
-    sql = f"""
-        WITH renewed AS (
-            {update_sql}
-            RETURNING {table}.id, {table}.last_seq, {table}.attempt_count,
-                {table}.cancel_requested_at
-        ), written AS (
-            INSERT INTO {TaskEvent._meta.db_table} (task_id, seq, type, data)
-            SELECT renewed.id, renewed.last_seq, event.type,
-                jsonb_build_object(%s::text, renewed.attempt_count) || event.data
-            FROM renewed JOIN (VALUES {values}) AS event (task_id, type, data)
-                ON event.task_id = renewed.id
-        )
-        SELECT id, last_seq, attempt_count, cancel_requested_at FROM renewed
-    """
-    with connections[renew.db].cursor() as cursor:
-        cursor.execute(sql, [*update_params, events.ATTEMPT, *event_params])
-        return {str(pk): rest for pk, *rest in cursor.fetchall()}
 
 
 _EVENT_FIELDS = ("last_seq", "attempt_count")

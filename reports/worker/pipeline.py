@@ -25,7 +25,6 @@ import uuid
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models.functions import Coalesce, Now
 
 from reports import budgets, events, rendering, storage, threads, wakeups, wording
 from reports.clock import Clock
@@ -572,12 +571,14 @@ class AttemptRun:
 
     async def _write(self, chunk: str) -> None:
         """Persist a chunk as one delta event (renewing the lease), then fan it out."""
-        await self._append(events.delta(chunk), first_text_at=Coalesce("first_text_at", Now()))
+        await self._append(events.delta(chunk), first_text=True)
 
-    async def _append(self, draft: events.Draft, **fields) -> None:
+    async def _append(self, draft: events.Draft, *, first_text: bool = False) -> None:
         """Append an event fenced by the lease (renewing it), fan it out, and stop when the
         same write found a cancel requested."""
-        written = await chunk_writes.append_event(self.task_id, self.claim.epoch, draft, **fields)
+        written = await chunk_writes.append_event(
+            self.task_id, self.claim.epoch, draft, first_text=first_text
+        )
         if written is None:
             raise LeaseLost(self.task_id)
         self.renewed_at = time.monotonic()

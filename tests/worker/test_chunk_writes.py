@@ -12,7 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from reports import events
 from reports.models import Task, TaskEvent, TaskQuerySet
 from reports.worker import chunk_writes
-from reports.worker.leases import claim_next_task
+from reports.worker.leases import claim_next_task, reap_expired_leases
+from tests.helpers import expire_lease
 
 
 @pytest.fixture
@@ -21,9 +22,9 @@ def batches(monkeypatch) -> list[int]:
     sizes: list[int] = []
     original = TaskQuerySet.append_events
 
-    def spy(self, appends, **fields):
+    def spy(self, appends, **kind):
         sizes.append(len(appends))
-        return original(self, appends, **fields)
+        return original(self, appends, **kind)
 
     monkeypatch.setattr(TaskQuerySet, "append_events", spy)
     return sizes
@@ -83,14 +84,14 @@ async def test_a_cancel_request_is_reported_with_the_chunk(make_task):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_batch_is_one_statement_on_postgresql_and_three_on_sqlite(make_task):
+def test_a_batch_is_one_statement_on_postgresql_and_two_on_sqlite(make_task):
     make_task(), make_task()
     claims = [claim_next_task("w"), claim_next_task("w")]
     appends = [(c.task_id, c.epoch, events.delta(f"chunk {n}")) for n, c in enumerate(claims)]
     with CaptureQueriesContext(connection) as queries:
         results = Task.objects.append_events(appends)
     statements = [q["sql"] for q in queries if not q["sql"].startswith(("BEGIN", "COMMIT"))]
-    assert len(statements) == (1 if connection.vendor == "postgresql" else 3)
+    assert len(statements) == (1 if connection.vendor == "postgresql" else 2)
     assert [event.data for event, _ in results] == [
         {"attempt": 1, "text": "chunk 0"},
         {"attempt": 1, "text": "chunk 1"},
@@ -99,3 +100,26 @@ def test_a_batch_is_one_statement_on_postgresql_and_three_on_sqlite(make_task):
     assert [(e.task_id, e.seq, e.data) for e in stored] == [
         (event.task_id, event.seq, event.data) for event, _ in results
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_renews_the_lease_and_the_first_text_keeps_its_time(make_task, settings):
+    """Chunk writes are what keep a streaming attempt's lease (its heartbeat skips a
+    lease a write renewed): one that failed to would see its task reaped mid-stream."""
+    task = make_task()
+    claim = claim_next_task("w")
+    expire_lease(task)
+    Task.objects.append_events([(claim.task_id, claim.epoch, events.progress(0, 0, "reading"))])
+    assert reap_expired_leases() == []
+    assert Task.objects.get(pk=task.pk).first_text_at is None  # no text yet
+
+    expire_lease(task)
+    Task.objects.append_events([(claim.task_id, claim.epoch, events.delta("one"))], first_text=True)
+    assert reap_expired_leases() == []
+    renewed = Task.objects.get(pk=task.pk)
+    assert renewed.status == "running" and renewed.first_text_at is not None
+    left = (renewed.lease_expires_at - renewed.first_text_at).total_seconds()
+    assert left == pytest.approx(settings.REPORTS_LEASE_S, abs=1)
+
+    Task.objects.append_events([(claim.task_id, claim.epoch, events.delta("two"))], first_text=True)
+    assert Task.objects.get(pk=task.pk).first_text_at == renewed.first_text_at
