@@ -217,6 +217,13 @@ class _Spare:
             stale, self.child = self.child, None
         if stale is not None:  # warmed for another reader
             _discard(stale)
+        self.fill()
+
+    def fill(self) -> None:
+        """Have a child waiting, warmed as the last parse (or `keep_a_child_ready`) asked."""
+        with self.lock:
+            if self.child is not None:
+                return
         started = _start(self.warm)
         with self.lock:
             if self.child is None:
@@ -255,6 +262,17 @@ def _discard(spare: tuple[subprocess.Popen, int]) -> None:
 
 
 _spare = _Spare()
+
+
+def keep_a_child_ready(readers: tuple[str, ...]) -> None:
+    """Start the spare child before this process's first parse, warmed with `readers`
+    (modules; a worker does this as it starts): the first report after a start or a
+    deploy would otherwise wait for an interpreter and its reader, about 100 ms, before
+    its document is read. Once a parse has run, its reader decides the warming."""
+    with _spare.lock:
+        if _spare.child is None and not _spare.warm:
+            _spare.warm = readers
+    _spare.fill()
 
 
 def run(entry: str, data: bytes, limits: Limits):

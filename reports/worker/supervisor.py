@@ -18,15 +18,16 @@ import time
 from django.conf import settings
 from django.db import close_old_connections
 
-from reports import wakeups
+from reports import parsers, wakeups
 from reports.clock import Clock
 from reports.observability import logs, tracing
 from reports.observability.logs import log_event
 from reports.observability.task_logs import ms_between
+from reports.parsers import sandbox
 from reports.providers import concurrency, get_provider
 from reports.providers.base import Provider
 from reports.streaming import broadcast
-from reports.threads import on_shared_db, on_worker_thread
+from reports.threads import in_blocking_pool, on_shared_db, on_worker_thread
 from reports.webhooks.sender import Sender
 from reports.worker import identity, leases
 from reports.worker.attempt_core import CANCEL, LEASE_LOST
@@ -113,6 +114,8 @@ class Supervisor:
         log.info(
             "worker %s started with %d slots, lanes %s", self.worker_id, self.slots, self.lanes
         )
+        # The first report's parse then finds a child started (reports.parsers.sandbox).
+        await in_blocking_pool(sandbox.keep_a_child_ready)(parsers.reader_modules())
         listener = asyncio.create_task(wakeups.listen(self.wake, self._set_listening))
         # What the provider runs beside the worker (the `local` provider's model server).
         companion = asyncio.create_task(self.provider.serve(), name="provider-companion")

@@ -128,3 +128,13 @@ def test_each_document_gets_a_fresh_child_and_a_dead_spare_is_replaced():
     waiting.wait()
     third = run("tests.security.hostile.own_pid", b"", GENEROUS)
     assert third not in (first, second, waiting.pid)
+
+
+def test_a_child_started_before_the_first_parse_reads_it(monkeypatch):
+    monkeypatch.setattr(sandbox, "_spare", sandbox._Spare())  # a process that parsed nothing
+    sandbox.keep_a_child_ready(("reports.parsers.markdown",))
+    ready, _ = sandbox._spare.child
+    try:
+        assert run("tests.security.hostile.own_pid", b"", GENEROUS) == ready.pid
+    finally:
+        sandbox._discard(sandbox._spare.child)

@@ -38,11 +38,19 @@ def reading(task: Task) -> bool:
     return Attempt.objects.filter(task=task, parsing_since__isnull=False).exists()
 
 
+def test_a_worker_has_a_parse_child_ready_before_its_first_task(spawn_worker):
+    # Started with the worker: the first report after a start or a deploy does not wait
+    # for an interpreter to start before its document is read.
+    worker = spawn_worker(1)
+    wait_for(lambda: len(sandboxes_of(worker.pid)) == 1, "the worker's waiting parse child")
+
+
 def test_a_cancel_reaches_a_task_still_reading_its_document(alice, spawn_worker):
     task = slow_page_task(alice)
     worker = spawn_worker(1, REPORTS_PARSE_CPU_S="60", REPORTS_PARSE_TIMEOUT_S="120")
     wait_for(lambda: reading(task) and sandboxes_of(worker.pid), "the worker to read the page")
-    reader = set(sandboxes_of(worker.pid))  # a fresh worker has no spare yet: this one reads
+    # The child a worker starts with reads the page; the next starts when this one ends.
+    reader = set(sandboxes_of(worker.pid))
 
     assert lifecycle.cancel_task(task)
     cancelled = time.monotonic()
