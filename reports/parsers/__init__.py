@@ -44,7 +44,7 @@ def parser_for(filename: str) -> Parser | None:
     return None if path is None else _parser(path)
 
 
-def reader_modules() -> tuple[str, ...]:
+def readers_to_warm() -> tuple[str, ...]:
     """The readers a parse child is warmed with before it is first needed: the light ones
     (Markdown, HTML). Warmed with all five, an idle child held 42 MB instead of 23, and a
     small Markdown document took longer to read in it, not less."""
