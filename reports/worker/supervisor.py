@@ -115,7 +115,10 @@ class Supervisor:
             "worker %s started with %d slots, lanes %s", self.worker_id, self.slots, self.lanes
         )
         # The first report's parse then finds a child started (reports.parsers.sandbox).
-        await in_blocking_pool(sandbox.keep_a_child_ready)(parsers.readers_to_warm())
+        try:
+            await in_blocking_pool(sandbox.keep_a_child_ready)(parsers.readers_to_warm())
+        except OSError as exc:  # its first parse starts one, or says why it cannot
+            log.warning("could not start a parse child ahead of time: %s", exc)
         listener = asyncio.create_task(wakeups.listen(self.wake, self._set_listening))
         # What the provider runs beside the worker (the `local` provider's model server).
         companion = asyncio.create_task(self.provider.serve(), name="provider-companion")

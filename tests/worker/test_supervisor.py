@@ -501,3 +501,23 @@ async def test_a_beat_renews_only_a_lease_no_write_renewed_within_its_interval(
     with pytest.raises(asyncio.CancelledError):
         await supervisor.Supervisor._heartbeat(None, run)
     assert len(renewed) == renewals
+
+
+@async_db
+async def test_a_worker_starts_even_when_no_parse_child_can_start_ahead(monkeypatch):
+    from reports.parsers import sandbox
+    from reports.worker.supervisor import Supervisor
+
+    def refused(warm):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(sandbox, "_spare", sandbox._Spare())
+    monkeypatch.setattr(sandbox, "_start", refused)
+    looking = asyncio.Event()
+
+    async def looks_for_work(self):
+        looking.set()
+
+    monkeypatch.setattr(Supervisor, "_loop", looks_for_work)
+    await Supervisor(slots=1).run_forever()
+    assert looking.is_set()
