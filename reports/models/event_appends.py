@@ -33,10 +33,10 @@ _RETURNED = "id, last_seq, attempt_count, cancel_requested_at"
 
 def append(using: str, tables: tuple[str, str], appends, *, first_text: bool, lease_s: float):
     """Renew the leases held in `appends` ((task id, epoch, draft) each, one per task)
-    and insert the events of the tasks renewed; return {task id: (seq, attempt count,
-    cancel requested at)} for those tasks only, keyed by the id as text. One statement on
-    PostgreSQL; on SQLite, an update and an insert in one transaction."""
-    ids = [as_uuid(task_id) for task_id, _, _ in appends]
+    and insert the events of the tasks renewed; return, per append in order, (seq,
+    attempt count, cancel requested at), or None where the lease was lost. One statement
+    on PostgreSQL; on SQLite, an update and an insert in one transaction."""
+    ids = [_uuid(task_id) for task_id, _, _ in appends]
     epochs = [epoch for _, epoch, _ in appends]
     connection = connections[using]
     if connection.vendor == "postgresql":
@@ -47,23 +47,24 @@ def append(using: str, tables: tuple[str, str], appends, *, first_text: bool, le
         sql = _postgresql(tables, len(appends), first_text)
         with connection.cursor() as cursor:
             cursor.execute(sql, [timedelta(seconds=lease_s), *_STATUSES, *held, *data])
-            return {str(pk): tuple(rest) for pk, *rest in cursor.fetchall()}
+            rows = {_uuid(pk): tuple(rest) for pk, *rest in cursor.fetchall()}
+        return [rows.get(task_id) for task_id in ids]
     held = [value for pair in zip((i.hex for i in ids), epochs, strict=True) for value in pair]
     with transaction.atomic(using=using), connection.cursor() as cursor:
         sql = _sqlite_update(tables[0], len(appends), first_text)
         cursor.execute(sql, [f"+{lease_s} seconds", *_STATUSES, *held])
-        rows = {str(uuid.UUID(pk)): tuple(rest) for pk, *rest in cursor.fetchall()}
+        rows = {_uuid(pk): tuple(rest) for pk, *rest in cursor.fetchall()}
         values = []
         for task_id, (_, _, draft) in zip(ids, appends, strict=True):
-            row = rows.get(str(task_id))
+            row = rows.get(task_id)
             if row is not None:
                 values += [task_id.hex, row[0], draft.type, json.dumps(draft.stamped(row[1]))]
         if values:
             cursor.execute(_sqlite_insert(tables[1], len(values) // 4), values)
-    return rows
+    return [rows.get(task_id) for task_id in ids]
 
 
-def as_uuid(value) -> uuid.UUID:
+def _uuid(value) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 

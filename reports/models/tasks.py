@@ -157,8 +157,7 @@ class TaskQuerySet(models.QuerySet):
             self.db, tables, appends, first_text=first_text, lease_s=settings.REPORTS_LEASE_S
         )
         results: list[tuple[Event, bool] | None] = []
-        for task_id, _, draft in appends:
-            row = rows.get(str(event_appends.as_uuid(task_id)))
+        for (task_id, _, draft), row in zip(appends, rows, strict=True):
             if row is None:
                 results.append(None)
                 continue
