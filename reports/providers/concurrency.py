@@ -35,7 +35,8 @@ def provider_key() -> str:
     return f"{name} {options.get('base_url', '')} {settings.REPORTS_MODEL}"
 
 
-def _figures(key: str | None = None) -> ProviderFigures | None:
+def read_figures(key: str | None = None) -> ProviderFigures | None:
+    """What is kept of the provider: its slots, learned limit and reading rate."""
     return ProviderFigures.objects.filter(key=key or provider_key()).first()
 
 
@@ -48,7 +49,7 @@ def ceiling(figures: ProviderFigures | None) -> int | None:
 def limit(figures: ProviderFigures | None = None, *, read: bool = True) -> int | None:
     """The calls the provider is given at once now; None: no limit."""
     if read and figures is None:
-        figures = _figures()
+        figures = read_figures()
     top = ceiling(figures)
     learned = figures.limit if figures is not None else None
     if learned is None:
@@ -62,9 +63,10 @@ def in_flight() -> int:
     return Task.objects.live_leases().filter(status=Status.RUNNING).count()
 
 
-def has_free_seat() -> bool:
-    """Whether another call may start now (called inside the claim's transaction)."""
-    most = limit()
+def has_free_seat(figures: ProviderFigures | None) -> bool:
+    """Whether another call may start now, by the `figures` the claim's transaction read
+    (`read_figures`)."""
+    most = limit(figures, read=False)
     return most is None or in_flight() < most
 
 
@@ -88,7 +90,7 @@ def after_call(*, overloaded: bool, server_wait_s: float | None, key: str | None
     or a wait inside the server, else raise it by 1/limit."""
     crowded = overloaded or (server_wait_s is not None and server_wait_s > SERVER_WAIT_S)
     if not crowded:
-        figures = _figures(key)
+        figures = read_figures(key)
         if figures is None or figures.limit is None:
             return  # nothing to raise: the known ceiling (or none) stands
     with transaction.atomic():

@@ -31,7 +31,7 @@ from reports.models import (
 )
 from reports.observability.task_logs import log_reaped
 from reports.providers import concurrency
-from reports.providers.prompts import estimated_usage
+from reports.providers.prompts import PROMPT_VERSION, estimated_usage
 from reports.worker import breaker, identity
 from reports.worker.retries import RetryPolicy
 
@@ -60,6 +60,9 @@ class Claim:
     traceparent: str = ""
     queued_since: datetime | None = None
     probe: bool = False  # this attempt's call tests the provider's open circuit
+    # The provider's learned reading rate as the claim read it with the calls' limit
+    # (reports.providers.reading_rate): the attempt's first call needs no read of its own.
+    reading_rate: float | None = None
 
     @property
     def age_at_start_s(self) -> float:
@@ -101,7 +104,8 @@ def claim_next_task(
         open_lanes = free_lanes(lanes)
         if not open_lanes:
             return None
-        if not concurrency.has_free_seat():  # the provider's calls at once (docs/providers.md)
+        figures = concurrency.read_figures()
+        if not concurrency.has_free_seat(figures):  # calls at once (docs/providers.md)
             return None
         circuit = breaker.gate(clock)
         task = (
@@ -144,7 +148,11 @@ def claim_next_task(
             return None
         # Its start, the database's clock, comes back from the insert (RETURNING).
         attempt = Attempt.objects.create(
-            task_id=task.pk, number=number, epoch=epoch, worker_id=worker_id
+            task_id=task.pk,
+            number=number,
+            epoch=epoch,
+            worker_id=worker_id,
+            prompt_version=PROMPT_VERSION,  # what this worker writes with
         )
         previous_end = (
             Attempt.objects.filter(task_id=task.pk, number=number - 1)
@@ -167,6 +175,7 @@ def claim_next_task(
             traceparent=task.traceparent,
             queued_since=previous_end or task.created_at,
             probe=admitted == breaker.PROBE,
+            reading_rate=figures.reading_tokens_per_s if figures is not None else None,
         )
 
 

@@ -119,6 +119,7 @@ class AttemptRun:
         # provider is paced by this runner and an injected clock cannot run ahead of
         # what the runner has seen.
         self._calls: dict[int, tuple[Call, asyncio.Queue]] = {}
+        self._rate_unread = True  # the first call takes the reading rate its claim read
         self.plan: Plan | None = None
         self.documents: list[SourceDocument] = []  # the task's documents, read (parse stage)
         self.passages: list[Passage] = []  # what the documents were cut into (parse stage)
@@ -359,7 +360,13 @@ class AttemptRun:
         """
         rate = None
         if self.provider.learns_from_calls:
-            rate = await threads.on_shared_db(reading_rate.tokens_per_s)()
+            # The attempt's first call reads the rate its claim read; a plan's later calls
+            # read what the calls before them taught it.
+            if self._rate_unread:
+                rate = self.claim.reading_rate
+            else:
+                rate = await threads.on_shared_db(reading_rate.tokens_per_s)()
+            self._rate_unread = False
         call = Call(
             self.limits,
             sent_at=self.clock.monotonic(),

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models.functions import Now
 
-from reports.models import Attempt, AttemptStatus, PlanCall, Status, Task
+from reports.models import PlanCall, Status, Task
 from reports.parsers.passages import Passage
 from reports.parsers.planning import FINAL, PART, Plan, Step
 from reports.providers.base import GenerationRequest, SourceDocument, Usage
@@ -30,17 +30,15 @@ class TaskInput:
     scenario: str
 
 
-def stored_plan(claim: Claim) -> tuple[TaskInput, Plan | None]:
-    """Return the task's input and the plan an earlier attempt stored, if any; record the
-    prompt version this attempt writes with before any provider call."""
-    task = Task.objects.only("instructions", "scenario", "plan").get(pk=claim.task_id)
-    Attempt.objects.filter(pk=claim.attempt_id, status=AttemptStatus.RUNNING).update(
-        prompt_version=PROMPT_VERSION
-    )
+def stored_plan(claim: Claim) -> tuple[TaskInput, Plan | None, int]:
+    """Return the task's input, the plan an earlier attempt stored (if any, of the
+    current prompt) and the task's owner."""
+    task = Task.objects.only("owner_id", "instructions", "scenario", "plan").get(pk=claim.task_id)
     stored = task.plan
     current = stored and stored.get("prompt_version") == PROMPT_VERSION
     plan = Plan.from_json(stored) if current else None
-    return TaskInput(str(claim.task_id), claim.number, task.instructions, task.scenario), plan
+    task_input = TaskInput(str(claim.task_id), claim.number, task.instructions, task.scenario)
+    return task_input, plan, task.owner_id
 
 
 def store_plan(claim: Claim, plan: Plan) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 
 from reports import storage, threads
-from reports.models import Document, PreparedText, SourcePassage, Task
+from reports.models import Document, PreparedText, SourcePassage
 from reports.parsers import PARSER_VERSION, parser_for, sandbox
 from reports.parsers.base import Extracted, ParseError
 from reports.parsers.passages import Passage
@@ -33,13 +33,12 @@ class DocumentToRead:
     extracted: Extracted | None
 
 
-def documents_to_read(task_id) -> list[DocumentToRead]:
+def documents_to_read(task_id, owner_id: int) -> list[DocumentToRead]:
     """Return the task's documents in order, each with its prepared text when there is one.
 
     A short read on the shared database thread: the parse of what is missing happens
     elsewhere (`read_document`), its text is stored after (`store_prepared_text`).
     """
-    owner_id = Task.objects.values_list("owner_id", flat=True).get(pk=task_id)
     documents = list(Document.objects.filter(task_id=task_id).order_by("position"))
     prepared = {
         sha256: Extracted(text, tuple(ocr_pages))

@@ -42,11 +42,12 @@ class Stored:
 
 
 def read_stored(claim: Claim) -> Stored:
-    """Read what the attempt needs before it reads documents or calls the provider (and
-    record the prompt version it writes with)."""
-    task, plan = plan_store.stored_plan(claim)
+    """Read what the attempt needs before it reads documents or calls the provider: the
+    task, its documents, their texts kept for the owner, the passages and notes earlier
+    attempts stored."""
+    task, plan, owner_id = plan_store.stored_plan(claim)
     return Stored(
-        documents=documents_to_read(claim.task_id),
+        documents=documents_to_read(claim.task_id, owner_id),
         passages=stored_passages(claim.task_id),
         task=task,
         plan=plan,

@@ -330,7 +330,7 @@ def test_a_new_task_reaches_its_call_after_one_read_and_one_write_on_the_shared_
     task.refresh_from_db()
     assert task.status == "succeeded"
     # What the task holds; the document read, marked while it is; its text, kept for its
-    # owner; what the attempt made; the provider's reading rate, which this one learns.
+    # owner; what the attempt made. The provider's reading rate came with the claim.
     assert at_call == [
         [
             "read_stored",
@@ -338,7 +338,6 @@ def test_a_new_task_reaches_its_call_after_one_read_and_one_write_on_the_shared_
             "store_prepared_text",
             "worker thread: mark_parsing",
             "store_made",
-            "tokens_per_s",
         ]
     ]
     assert task.attempts.get().prompt_chars > 0
