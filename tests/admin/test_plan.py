@@ -40,9 +40,9 @@ def test_the_plan_costs_the_same_few_queries_whatever_its_size(admin_client, mak
             assert admin_client.get(f"{CHANGELIST}{task.pk}/change/").status_code == 200
         return len(captured)
 
-    assert queries(planned_task(make_task(), parts=2)) == queries(
-        planned_task(make_task(), parts=20, reused=7)
-    )
+    small = planned_task(make_task(), parts=2)
+    queries(small)  # fills the per-process caches (the admin's content types) first
+    assert queries(small) == queries(planned_task(make_task(), parts=20, reused=7))
 
 
 def test_a_one_call_task_says_so(admin_client, make_task, worker):
