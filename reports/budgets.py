@@ -31,6 +31,7 @@ runs in its caller's transaction.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
@@ -228,19 +229,19 @@ def attempt_cost(model: str, usage, *, billed_nothing: bool) -> int | None:
     return 0 if billed_nothing else None
 
 
-def call_cost_of(task_id, usage, *, answered: bool) -> int | None:
+def call_cost_of(task_id, model: str, usage, *, answered: bool) -> int | None:
     """Return the cost of one call of a plan: `attempt_cost_of`, nothing billed when the
     provider never answered and reported no usage."""
-    return attempt_cost_of(task_id, usage, billed_nothing=not answered)
+    return attempt_cost_of(task_id, model, usage, billed_nothing=not answered)
 
 
-def attempt_cost_of(task_id, usage, *, billed_nothing: bool) -> int | None:
-    """Return `attempt_cost` priced at the task's model; None (unknown) when it has no price.
+def attempt_cost_of(task_id, model: str, usage, *, billed_nothing: bool) -> int | None:
+    """Return `attempt_cost` priced at the task's `model` (as its claim read it); None
+    (unknown) when it has no price.
 
     A model that lost its price since the task was submitted must not stop the attempt's
     end from being written: its cost waits for an admin instead.
     """
-    model = Task.objects.values_list("model", flat=True).get(pk=task_id)
     if model not in settings.REPORTS_PRICES:
         if model:
             log.error("no price for model %r: the cost of task %s is left unknown", model, task_id)
@@ -258,15 +259,14 @@ def settle_task(task_id) -> str | None:
     task = _holding(task_id, CostStatus.RESERVED)
     if task is None:
         return None
-    costs = _attempt_costs(task_id)
-    if is_free(task.model):
-        costs = [0]  # even an attempt whose usage is unknown (a lost worker)
+    attempts = _attempt_costs(task_id)
+    costs = [0] if is_free(task.model) else attempts.costs  # even an unknown one (a lost worker)
     if None in costs:
         Task.objects.filter(pk=task_id, cost_status=CostStatus.RESERVED).update(
             cost_status=CostStatus.PENDING_RECONCILIATION
         )
         return CostStatus.PENDING_RECONCILIATION
-    return _settle(task, CostStatus.RESERVED, sum(costs))
+    return _settle(task, CostStatus.RESERVED, sum(costs), attempts.measured)
 
 
 def settle_pending(task_id, unknown_cost: int) -> str | None:
@@ -279,8 +279,10 @@ def settle_pending(task_id, unknown_cost: int) -> str | None:
     task = _holding(task_id, CostStatus.PENDING_RECONCILIATION)
     if task is None:
         return None
-    known = sum(cost for cost in _attempt_costs(task_id) if cost is not None)
-    return _settle(task, CostStatus.PENDING_RECONCILIATION, known + unknown_cost)
+    attempts = _attempt_costs(task_id)
+    return _settle(
+        task, CostStatus.PENDING_RECONCILIATION, attempts.known + unknown_cost, attempts.measured
+    )
 
 
 def estimated_attempt(task_id) -> Attempt | None:
@@ -344,8 +346,7 @@ def correct_estimate(task_id, input_tokens: int, output_tokens: int, cached_toke
 def unknown_cost_at_reservation(task_id) -> int:
     """Return the unknown part's cost if the task's whole reservation is taken as spent."""
     task = Task.objects.only("reserved_micros").get(pk=task_id)
-    known = sum(cost for cost in _attempt_costs(task_id) if cost is not None)
-    return max(0, task.reserved_micros - known)
+    return max(0, task.reserved_micros - _attempt_costs(task_id).known)
 
 
 def hold_again(task_id) -> bool:
@@ -368,18 +369,29 @@ def _holding(task_id, status: str) -> Task | None:
     )
 
 
-def _attempt_costs(task_id) -> list[int | None]:
-    return list(Attempt.objects.filter(task_id=task_id).values_list("cost_micros", flat=True))
+@dataclass(frozen=True)
+class _AttemptCosts:
+    costs: list[int | None]  # each attempt's, None when unknown
+    measured: bool  # some attempt's usage was known (even if it cost nothing)
+
+    @property
+    def known(self) -> int:
+        return sum(cost for cost in self.costs if cost is not None)
 
 
-def _settle(task: Task, frm: str, cost: int) -> str | None:
-    """Return the reservation to the budget and charge `cost`, as far as the limit allows.
+def _attempt_costs(task_id) -> _AttemptCosts:
+    rows = list(Attempt.objects.filter(task_id=task_id).values_list("cost_micros", "usage_source"))
+    return _AttemptCosts([cost for cost, _ in rows], any(source in MEASURED for _, source in rows))
+
+
+def _settle(task: Task, frm: str, cost: int, measured: bool) -> str | None:
+    """Return the reservation to the budget and charge `cost`, as far as the limit allows;
+    `measured`: some attempt's usage was known, so a cost of 0 is settled, not released.
 
     A cost above the reservation (an input estimate beaten by a pathological document)
     is charged only up to the limit, so spent + reserved never exceeds it; the task
     records its whole cost.
     """
-    measured = Attempt.objects.filter(task_id=task.pk, usage_source__in=MEASURED).exists()
     status = CostStatus.SETTLED if cost or measured else CostStatus.RELEASED
     changed = Task.objects.filter(pk=task.pk, cost_status=frm).update(
         cost_status=status, cost_micros=cost, reserved_micros=0

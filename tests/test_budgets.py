@@ -499,6 +499,18 @@ def test_a_free_model_settles_at_zero_even_when_its_usage_is_unknown(make_task, 
     assert budget(alice).reserved_micros == 0
 
 
+def test_a_free_model_that_wrote_a_report_is_settled_at_zero_not_released(
+    make_task, alice, settings, scripted_worker
+):
+    # Its usage was measured: the report cost nothing, which is not the same as a task
+    # that never used the model (released).
+    settings.REPORTS_PRICES = {"extractive": {"input": 0, "output": 0, "cached_input": 0}}
+    task = make_task()
+    run_all(scripted_worker(whole_report))
+    task = refreshed(task)
+    assert (task.status, task.cost_status, task.cost_micros) == ("succeeded", "settled", 0)
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_a_cancelled_report_never_costs_more_than_the_whole_one(
     make_task, alice_client, scripted_worker, clock

@@ -45,6 +45,7 @@ class AttemptRecord:
     attempt_id: object
     number: int
     epoch: int
+    model: str  # the task's, which prices the attempt
     task_status: str  # where the attempt holds its task: running or finalizing
     text: str
     usage: Usage
@@ -100,7 +101,10 @@ def write_end(
             "provider_request_id": record.request_id,
             "removed_citations": record.removed_citations,
             "cost_micros": budgets.attempt_cost_of(
-                record.task_id, record.usage, billed_nothing=billed_nothing(record, outcome)
+                record.task_id,
+                record.model,
+                record.usage,
+                billed_nothing=billed_nothing(record, outcome),
             ),
         },
         log=partial(log_end, record, outcome),

@@ -63,6 +63,7 @@ class Claim:
     # The provider's learned reading rate as the claim read it with the calls' limit
     # (reports.providers.reading_rate): the attempt's first call needs no read of its own.
     reading_rate: float | None = None
+    model: str = ""  # the task's, which prices its calls (set at submit, never changed)
 
     @property
     def age_at_start_s(self) -> float:
@@ -121,6 +122,7 @@ def claim_next_task(
                 "request_id",
                 "trace_id",
                 "traceparent",
+                "model",
             )
             .first()
         )
@@ -176,6 +178,7 @@ def claim_next_task(
             queued_since=previous_end or task.created_at,
             probe=admitted == breaker.PROBE,
             reading_rate=figures.reading_tokens_per_s if figures is not None else None,
+            model=task.model,
         )
 
 
@@ -203,7 +206,7 @@ def reap_expired_leases() -> list[Event]:
     reap is conditional on the epoch it saw, so a worker that renewed in time keeps its
     task.
     """
-    fields = ("id", "status", "epoch", "attempt_count", "worker_id")
+    fields = ("id", "status", "epoch", "attempt_count", "worker_id", "model")
     events: list[Event] = []
     for task in Task.objects.expired_leases().only(*fields):
         events.extend(_reap(task))
@@ -303,7 +306,7 @@ def _lost_usage(task: Task, sent_chars: int | None, text: str) -> dict:
     if sent_chars is None or not (text or providers.provider_class().in_process):
         return {"usage_source": "missing"}
     usage = estimated_usage(sent_chars, text)
-    cost = budgets.attempt_cost_of(task.pk, usage, billed_nothing=False)
+    cost = budgets.attempt_cost_of(task.pk, task.model, usage, billed_nothing=False)
     notes = PlanCall.objects.filter(
         task_id=task.pk, attempt_number=task.attempt_count, cost_micros__isnull=False
     ).values_list("cost_micros", flat=True)

@@ -534,8 +534,8 @@ class AttemptRun:
             notes=call.text.strip(),
             error_type=outcome.error_type,
             usage=usage,
-            cost_micros=await threads.on_worker_thread(budgets.call_cost_of)(
-                self.task_id, usage, answered=call.answered
+            cost_micros=budgets.call_cost_of(
+                self.task_id, self.claim.model, usage, answered=call.answered
             ),
             duration_ms=round((self.clock.monotonic() - started) * 1000, 1),
             first_text_ms=(
@@ -687,6 +687,7 @@ class AttemptRun:
             attempt_id=self.claim.attempt_id,
             number=self.claim.number,
             epoch=self.claim.epoch,
+            model=self.claim.model,
             task_status=self.status,
             text=self.text,
             usage=call.usage if call is not None else Usage(),

@@ -46,11 +46,11 @@ def store_plan(claim: Claim, plan: Plan) -> bool:
     Inside a caller's transaction (`prepared.store_made`) it takes no savepoint: what
     fails there rolls the whole back."""
     with transaction.atomic(savepoint=False):
-        if not _holds(claim.task_id, claim.epoch):
-            return False
-        Task.objects.filter(pk=claim.task_id).update(
+        # Fenced as the lease's holder: the update locks the row till its transaction commits.
+        if not _held(claim.task_id, claim.epoch).update(
             plan={**plan.as_json(), "prompt_version": PROMPT_VERSION}
-        )
+        ):
+            return False
         PlanCall.objects.filter(task_id=claim.task_id).delete()  # a plan of an older prompt
         PlanCall.objects.bulk_create(
             PlanCall(
@@ -96,7 +96,7 @@ def save_call_end(task_id, epoch: int, attempt_number: int, end: CallEnd) -> boo
     when the lease is gone (nothing is saved: the notes are not this attempt's to keep)."""
     status = PlanCall.CallStatus.SUCCEEDED if end.succeeded else PlanCall.CallStatus.FAILED
     with transaction.atomic():
-        if not _holds(task_id, epoch):
+        if not _held(task_id, epoch).select_for_update().exists():
             return False
         PlanCall.objects.filter(task_id=task_id, key=end.key).exclude(
             status=PlanCall.CallStatus.SUCCEEDED
@@ -124,12 +124,9 @@ def mark_started(task_id, key: str) -> None:
     ).update(status=PlanCall.CallStatus.RUNNING, started_at=Now())
 
 
-def _holds(task_id, epoch: int) -> bool:
-    return (
-        Task.objects.select_for_update()
-        .filter(pk=task_id, epoch=epoch, status=Status.RUNNING)
-        .exists()
-    )
+def _held(task_id, epoch: int):
+    """The task, while the attempt at `epoch` holds it."""
+    return Task.objects.filter(pk=task_id, epoch=epoch, status=Status.RUNNING)
 
 
 def ocr_pages_of(documents: Sequence[SourceDocument]) -> tuple[tuple[str, tuple[int, ...]], ...]:

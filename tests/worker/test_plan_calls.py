@@ -14,8 +14,12 @@ from django.template.loader import render_to_string
 from reports import events, presentation
 from reports.clock import Clock
 from reports.models import Attempt, PlanCall, Task, TaskEvent
+from reports.parsers.planning import FINAL, PART, Plan, Step
+from reports.providers.base import Usage
 from reports.streaming.follower import events_after
-from reports.worker.leases import reap_expired_leases
+from reports.worker.leases import LeaseLost, claim_next_task, reap_expired_leases
+from reports.worker.plan_store import CallEnd, save_call_end
+from reports.worker.prepared import store_made
 from reports.worker.supervisor import Supervisor
 from tests.helpers import make_submission, run_all
 from tests.providers.openai_server import OpenAIServer, Reply, error, point_at
@@ -256,6 +260,27 @@ async def test_a_lost_worker_mid_plan_leaves_its_finished_parts_to_the_next(
     assert len(server.requests) - sent == task.plan["calls"] - 2
     second = notes_requests(server)[3]
     assert re.search(r"^\[S1\] \(", second, re.M) is None
+
+
+def test_a_worker_that_lost_its_task_stores_neither_plan_nor_notes(alice):
+    # Its lease expired and another worker holds the task: what it still writes would mix
+    # two attempts' plans, so both writes are fenced by the epoch it claimed at.
+    task = make_submission(alice, DOCUMENT)
+    stale = claim_next_task("worker-a")
+    Task.objects.filter(pk=task.pk).update(lease_expires_at=dt.datetime(2000, 1, 1, tzinfo=dt.UTC))
+    reap_expired_leases()
+    current = claim_next_task("worker-b")
+    part = Step("part-1", PART, "passage 1", 1, 1)
+    plan = Plan((part, Step("final", FINAL, "the notes", reads=("part-1",))), 100, 200)
+    with pytest.raises(LeaseLost):
+        store_made(stale, [], plan=plan)
+    assert Task.objects.get(pk=task.pk).plan is None
+    store_made(current, [], plan=plan)
+    end = CallEnd("part-1", True, "- a stale note", "", Usage(), 0, 1.0, None)
+    assert not save_call_end(task.pk, stale.epoch, stale.number, end)
+    assert PlanCall.objects.get(task_id=task.pk, key="part-1").notes == ""
+    assert save_call_end(task.pk, current.epoch, current.number, end)
+    assert PlanCall.objects.get(task_id=task.pk, key="part-1").notes == "- a stale note"
 
 
 def test_the_reservation_covers_the_whole_plan_before_the_first_call(alice, server, settings):
