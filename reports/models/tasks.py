@@ -10,6 +10,7 @@ from django.db import models, transaction
 from django.db.models import Case, Count, F, Max, Min, OuterRef, Q, Subquery, Sum, When
 from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, Length, Now
+from django.db.models.sql import UpdateQuery
 
 from reports import events
 from reports.events import Draft, Event
@@ -128,10 +129,29 @@ class TaskQuerySet(models.QuerySet):
         # Inside a caller's transaction (a claim, an attempt's end) no savepoint: the
         # update and its event stand or fall with the rest of it.
         with transaction.atomic(savepoint=False):
-            changed = self.filter(condition).update(status=to, last_seq=F("last_seq") + 1, **fields)
-            if changed != 1:
+            row = self.filter(condition)._update_returning(
+                {"status": to, "last_seq": F("last_seq") + 1, **fields}, _EVENT_FIELDS
+            )
+            if row is None:
                 return None
-            return _write_event(task_id, event)
+            last_seq, attempt_count = row
+            data = event.stamped(attempt_count)
+            TaskEvent.objects.create(task_id=task_id, seq=last_seq, type=event.type, data=data)
+            return Event(task_id, last_seq, event.type, data)
+
+    def _update_returning(self, values: dict, returning: tuple[str, ...]) -> tuple | None:
+        """`update(**values)` of at most one row, in one statement that also returns the
+        row's `returning` fields as updated (`UPDATE … RETURNING`); None when no row
+        changed. A status change took an update and then a read of the event's number.
+
+        Django has no public update that returns rows: this is `update`'s own path ending
+        in the compiler's `execute_returning_sql` (Django 6.1; `Model.save` uses it).
+        """
+        query = self.query.chain(UpdateQuery)
+        query.add_update_values(values)
+        fields = [self.model._meta.get_field(name) for name in returning]
+        rows = query.get_compiler(self.db).execute_returning_sql(fields)
+        return tuple(rows[0]) if rows else None
 
     def append_event(self, task_id, epoch: int, event: Draft, *, first_text: bool = False):
         """Append an event for a leased task held at `epoch`, renewing its lease.
@@ -167,16 +187,9 @@ class TaskQuerySet(models.QuerySet):
         return results
 
 
+# What a status change's event needs of the task as it changed it: its number, and the
+# attempt it belongs to.
 _EVENT_FIELDS = ("last_seq", "attempt_count")
-
-
-def _write_event(task_id, draft: Draft) -> Event:
-    """Insert the event numbered by the task's (just bumped) last_seq, in the caller's
-    transaction."""
-    task = Task.objects.filter(pk=task_id).values(*_EVENT_FIELDS).get()
-    data = draft.stamped(task["attempt_count"])
-    TaskEvent.objects.create(task_id=task_id, seq=task["last_seq"], type=draft.type, data=data)
-    return Event(task_id, task["last_seq"], draft.type, data)
 
 
 class Task(models.Model):
