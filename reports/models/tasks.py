@@ -147,6 +147,7 @@ class TaskQuerySet(models.QuerySet):
         Django has no public update that returns rows: this is `update`'s own path ending
         in the compiler's `execute_returning_sql` (Django 6.1; `Model.save` uses it).
         """
+        self._for_write = True  # as `update` does: the database routers' write choice
         query = self.query.chain(UpdateQuery)
         query.add_update_values(values)
         fields = [self.model._meta.get_field(name) for name in returning]
