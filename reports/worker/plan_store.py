@@ -30,7 +30,7 @@ class TaskInput:
     scenario: str
 
 
-def stored_plan(claim: Claim) -> tuple[TaskInput, Plan | None, int]:
+def stored_task(claim: Claim) -> tuple[TaskInput, Plan | None, int]:
     """Return the task's input, the plan an earlier attempt stored (if any, of the
     current prompt) and the task's owner."""
     task = Task.objects.only("owner_id", "instructions", "scenario", "plan").get(pk=claim.task_id)

@@ -45,7 +45,7 @@ def read_stored(claim: Claim) -> Stored:
     """Read what the attempt needs before it reads documents or calls the provider: the
     task, its documents, their texts kept for the owner, the passages and notes earlier
     attempts stored."""
-    task, plan, owner_id = plan_store.stored_plan(claim)
+    task, plan, owner_id = plan_store.stored_task(claim)
     return Stored(
         documents=documents_to_read(claim.task_id, owner_id),
         passages=stored_passages(claim.task_id),
