@@ -123,6 +123,10 @@ class TaskConsumer(AsyncWebsocketConsumer):
                     return
         except asyncio.CancelledError:
             raise
+        except OSError:
+            # The page went while a message was on its way (a closed tab, a reload):
+            # the server's disconnect follows and cleans up. Nothing failed.
+            log.debug("page of task %s went during a send", self.task_id)
         except Exception:
             log.exception("live stream of task %s failed", self.task_id)
             await self.close(code=1011)  # the page reconnects and resumes

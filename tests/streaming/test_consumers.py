@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 from collections import Counter
@@ -227,6 +228,36 @@ async def test_replays_after_seq_then_goes_live_filling_a_dropped_message(alice)
     assert deltas(final) == []
     assert {int(BATCH_SEQ.search(m)[1]) for m in final} == {8}
     assert closed == {"type": "websocket.close", "code": 1000}
+    await comm.disconnect()
+
+
+async def test_a_page_gone_while_its_text_is_sent_is_not_logged_as_a_failure(alice, caplog):
+    """A tab closed mid-stream makes the server's send raise (uvicorn's
+    ClientDisconnected is an OSError): that is a page leaving, not an error to alert on."""
+    task = await queued_task(alice)
+    run = await claim(task)
+    gone, raised = asyncio.Event(), asyncio.Event()
+
+    async def server(scope, receive, send):
+        async def send_or_gone(message):
+            if message["type"] == "websocket.send" and gone.is_set():
+                raised.set()
+                raise OSError("the client went")
+            await send(message)
+
+        await application(scope, receive, send_or_gone)
+
+    path = f"/ws/tasks/{task.pk}/?after=0"
+    headers = [(b"host", b"127.0.0.1"), ORIGIN, (b"cookie", await session_cookie(alice))]
+    comm = WebsocketCommunicator(server, path, headers=headers)
+    connected, _ = await comm.connect()
+    assert connected
+    await receive_until_seq(comm, 1)
+
+    gone.set()
+    await broadcast.publish([await persist_delta(run, "Hello")])
+    await asyncio.wait_for(raised.wait(), timeout=5)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
     await comm.disconnect()
 
 
