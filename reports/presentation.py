@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import DurationField, ExpressionWrapper, F, Sum
+from django.db.models import DurationField, ExpressionWrapper, F, Sum, prefetch_related_objects
 from django.db.models.functions import Now
 
 from reports import budgets, events, wording
@@ -373,6 +373,8 @@ def plan_notice(task: Task) -> str:
 
 def page_context(task: Task) -> dict[str, Any]:
     """Return the task page's template context: the snapshot, status and outcome."""
+    # The title and the download's name both name the documents: read them once.
+    prefetch_related_objects([task], "documents")
     state = task_state(task)
     context = {
         "task": task,

@@ -262,8 +262,11 @@ def test_a_task_page_runs_a_fixed_number_of_queries(
     queued, running, succeeded = tasks_of_every_kind(alice, 3)
     task = {"queued": queued, "running": running, "succeeded": succeeded}[kind]
 
-    # A queued task's status line also reads the provider's circuit (docs/providers.md).
-    with django_assert_max_num_queries(9 if kind == "queued" else 8):
+    # session, user, the task, its events, its documents (once, for the title and the
+    # download's name), and the status line's own: a queued task's place, the provider's
+    # circuit (docs/providers.md) and the wait estimate; a running task's times; a
+    # finished report's live share links.
+    with django_assert_max_num_queries({"queued": 8, "running": 6, "succeeded": 6}[kind]):
         response = alice_client.get(f"/tasks/{task.pk}/")
 
     assert f'data-task-status="{kind}"' in response.content.decode()
