@@ -90,6 +90,16 @@ _PASSAGE_ID = re.compile(r"S[1-9]\d*")
 _SOURCE_ENTRY = re.compile(r"^(S[1-9]\d*)(?= \u2014 )")
 
 
+# How a rendered report names a passage it links to (`_citation_link`).
+_LINKED_PASSAGE = re.compile(r'data-citation="S([1-9]\d*)"')
+
+
+def linked_passages(report_html: str) -> set[int]:
+    """Return the numbers of the passages a rendered report links to: its citations and
+    the entries of its Sources section."""
+    return {int(number) for number in _LINKED_PASSAGE.findall(report_html)}
+
+
 def _citation_link(passage_id: str) -> list[Token]:
     link = Token("link_open", "a", 1, attrs={"href": f"sources/{passage_id}/"})
     link.attrSet("data-citation", passage_id)

@@ -12,7 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_POST
 
-from reports import presentation, views
+from reports import presentation, rendering, views
 from reports.auth import ApiError
 from reports.models import Task
 from reports.sharing import links, throttle
@@ -85,13 +85,31 @@ def report(request: HttpRequest, task: Task) -> HttpResponse:
 
 @shared_view
 def source(request: HttpRequest, task: Task, passage_id: str) -> HttpResponse:
-    """Show a passage the shared report cites, by the share link, never by the task id."""
+    """Show a passage the shared report cites, or the one just before or after a cited
+    passage (its context), by the share link, never by the task id.
+
+    Nothing further: the rest of the owner's documents is not shared, so a neighbour's
+    page links on only to passages the link opens, and any other id answers the link's
+    404.
+    """
+    opened = _opened_passages(task)
     passage = presentation.source_passage(task, passage_id)
-    if passage is None:
+    if passage is None or passage.number not in opened:
         raise Http404
     previous, following = presentation.passage_neighbours(task, passage)
-    context = {"passage": passage, "previous": previous, "next": following}
+    context = {
+        "passage": passage,
+        "previous": previous if passage.number - 1 in opened else None,
+        "next": following if passage.number + 1 in opened else None,
+    }
     return render(request, "shared/source.html", context)
+
+
+def _opened_passages(task: Task) -> set[int]:
+    """Return the numbers of the passages a share link opens: those the report links to
+    and the ones just before and after each."""
+    cited = rendering.linked_passages(task.report_html)
+    return {number + step for number in cited for step in (-1, 0, 1)}
 
 
 # --- the owner's controls on the task page ----------------------------------------------

@@ -13,9 +13,10 @@ from django.core.cache.backends.redis import RedisCache
 from django.db import connection
 from django.test import Client
 
+from reports import rendering
 from reports.models import ShareLink, Status, Task, sharing
 from reports.sharing import throttle
-from tests.helpers import run_all, submit, task_of
+from tests.helpers import SAMPLE, run_all, store_passages, submit, task_of
 
 pytestmark = pytest.mark.django_db
 
@@ -89,6 +90,29 @@ def test_anyone_with_the_link_reads_the_report_and_its_sources_and_nothing_else(
         assert "data-action" not in text and "/api/" not in text
     # Signed in, the owner sees the same read-only page: no name of hers is added to it.
     assert "alice" not in alice_client.get(url.path).content.decode()
+
+
+def test_a_link_opens_the_passages_the_report_cites_with_their_neighbours_and_no_more(
+    alice_client, report
+):
+    """The owner shares a report, not the documents: a reader walking on from passage to
+    passage stops at the context of what the report cites."""
+    report.passages.all().delete()
+    cut = store_passages(report, SAMPLE * 3, max_chars=120)
+    assert len(cut) >= 7
+    report.report_html = rendering.render_markdown("The one finding [S4].")
+    report.save(update_fields=["report_html"])
+    path = shared_path(alice_client, report)
+
+    reader = Client()
+    pages = {n: reader.get(f"{path}sources/S{n}/") for n in range(1, len(cut) + 1)}
+    assert {n for n, page in pages.items() if page.status_code == 200} == {3, 4, 5}
+    never = reader.get(f"/shared/{'x' * 43}/sources/S1/")
+    assert pages[1].status_code == pages[7].status_code == never.status_code == 404
+    assert pages[7].content == never.content  # as if the link did not exist
+    cited, before = pages[4].content.decode(), pages[3].content.decode()
+    assert "data-passage-prev" in cited and "data-passage-next" in cited
+    assert "data-passage-next" in before and "data-passage-prev" not in before
 
 
 def headers_of(response) -> dict:
