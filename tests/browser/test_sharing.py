@@ -49,3 +49,44 @@ def test_the_owner_shares_a_report_and_revokes_the_link(
         expect(shared.locator("[data-shared-message]")).to_contain_text("Link not found")
     finally:
         reader.close()
+
+
+# Posts the share form's request as often as the page's own form would, with its token.
+MAKE_LINKS = """async ({url, count}) => {
+  const token = JSON.parse(document.body.getAttribute("hx-headers"))["X-CSRFToken"];
+  for (let i = 0; i < count; i++) {
+    await fetch(url, {method: "POST", headers: {"X-CSRFToken": token},
+                      body: new URLSearchParams({expires_in_days: "1"})});
+  }
+}"""
+# What a tab left open while its user signed in again elsewhere holds: tokens that no
+# longer match the session's.
+GO_STALE = """() => {
+  document.body.setAttribute("hx-headers", JSON.stringify({"X-CSRFToken": "x".repeat(64)}));
+  for (const field of document.querySelectorAll("[name=csrfmiddlewaretoken]")) {
+    field.value = "x".repeat(64);
+  }
+}"""
+
+
+def test_a_refused_share_says_why_on_the_page(open_page, fast_server, sample_file, problems):
+    page = open_page(fast_server)
+    task_id = upload(page, sample_file)
+    expect(page.locator("[data-task-status]")).to_have_attribute(
+        "data-task-status", "succeeded", timeout=30_000
+    )
+    page.evaluate(MAKE_LINKS, {"url": f"/tasks/{task_id}/share/", "count": 20})
+    page.reload()
+    share = page.locator("[data-share]")
+    expect(share.locator("[data-share-link]")).to_have_count(20)
+
+    problems.allow("status of 409", "status of 403", "Response Status Error Code 403")
+    share.locator("[data-action=share]").click()
+    expect(share.locator("[data-share-error]")).to_contain_text("already has 20 live links")
+    expect(share.locator("[data-share-link]")).to_have_count(20)
+
+    page.evaluate(GO_STALE)
+    share.locator("[data-action=revoke-shares]").click()
+    expect(share.locator("[data-request-error]")).to_contain_text("Reload the page")
+    expect(share.locator("[data-share-link]")).to_have_count(20)  # nothing was revoked
+    assert violations(page) == []

@@ -17,6 +17,7 @@ import { ConnectionLine } from "./connection-line.js";
 import { firstTextReporter } from "./first-text.js";
 import { Follow } from "./follow.js";
 import { EndNotice } from "./notify.js";
+import { handleRefusals } from "./refusals.js";
 import { INCOMPLETE, StatusLine } from "./status.js";
 import { Coalescer, StreamText } from "./stream.js";
 import { TabTitle } from "./tab-title.js";
@@ -31,6 +32,7 @@ function start(root) {
   // Counters for tests and the curious: DOM text writes stay bounded by frames.
   const stats = { messages: 0, deltas: 0, textWrites: 0, flushes: 0, reconnects: 0 };
   window.reportline = { stats };
+  handleRefusals(document);
 
   const streamElement = root.querySelector("[data-report-stream]");
   const text = new StreamText(streamElement, root.querySelector("[data-earlier-attempts]"));
