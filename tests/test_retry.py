@@ -55,6 +55,21 @@ def test_retry_with_a_token_needs_no_csrf(failed, alice_token):
     assert response.status_code == 201
 
 
+def test_try_again_from_a_stale_page_says_why_on_the_products_own_page(alice, failed):
+    """A page left open while its user signed in again elsewhere holds an old token."""
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    response = client.post(f"/tasks/{failed.pk}/retry/", {"csrfmiddlewaretoken": "x" * 64})
+
+    assert response.status_code == 403
+    page = response.content.decode()
+    assert 'data-error-page="403"' in page
+    assert "out of date" in page and "reload the page" in page
+    assert Task.objects.count() == 1  # nothing was made
+
+
 def test_retry_of_a_task_still_queued_is_409(alice_client):
     task = task_of(submit(alice_client))
     response = alice_client.post(f"/api/tasks/{task.pk}/retry")
