@@ -3,6 +3,8 @@ tests/test_drain.py stops real servers."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import uuid
 
@@ -50,3 +52,21 @@ async def test_a_new_websocket_handshake_is_refused(is_stopping):
     socket = WebsocketCommunicator(application, f"/ws/tasks/{uuid.uuid4()}/")
     connected, _ = await socket.connect(timeout=10)
     assert not connected
+
+
+async def test_an_event_stream_leaves_no_task_pending_behind():
+    """Django stops listening for the client's disconnect when an answer ends: what the
+    stream's guard waited on with it must go too, not linger until the collector finds it
+    pending and asyncio logs so (a line that is not one of the server's JSON lines)."""
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _, context: reported.append(context["message"]))
+    try:
+        for _ in range(3):
+            assert (await get(f"/api/tasks/{uuid.uuid4()}/events"))["status"] in (401, 404)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        gc.collect()
+    finally:
+        loop.set_exception_handler(None)
+    assert reported == []

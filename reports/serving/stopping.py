@@ -86,12 +86,16 @@ class StopsGracefully:
                 return {"type": f"{scope['type']}.disconnect", "code": self.RESTART}
             received = asyncio.ensure_future(receive())
             told = asyncio.ensure_future(closing.wait())
-            await asyncio.wait({received, told}, return_when=asyncio.FIRST_COMPLETED)
-            if received.done():
+            try:
+                await asyncio.wait({received, told}, return_when=asyncio.FIRST_COMPLETED)
+                if received.done():
+                    return received.result()
+                return {"type": f"{scope['type']}.disconnect", "code": self.RESTART}
+            finally:
+                # Also when the caller stops listening (Django does once its answer ends):
+                # neither wait may outlive this one.
+                received.cancel()
                 told.cancel()
-                return received.result()
-            received.cancel()
-            return {"type": f"{scope['type']}.disconnect", "code": self.RESTART}
 
         async def close():
             nonlocal closed
