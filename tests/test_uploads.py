@@ -305,7 +305,7 @@ def test_a_full_queue_answers_429_with_retry_after_and_stores_nothing(
 
     response = submit(alice_client, upload("new.md"))
 
-    assert_refused(response, 429, "queue_full")
+    assert_refused(response, 429, "queue_full", f"try again in {response['Retry-After']} s")
     assert re.fullmatch(r"[1-9]\d*", response["Retry-After"])
     assert snapshot() == before
 

@@ -180,11 +180,12 @@ def _admit() -> None:
     queued = Task.objects.filter(status=Status.QUEUED).count()
     if queued >= settings.REPORTS_QUEUE_LIMIT:
         logs.log_event(log, "task.refused", logging.WARNING, error_type="queue_full", queued=queued)
+        wait = retry_after_s(queued)
         raise ApiError(
             429,
             "queue_full",
-            "Too many reports are waiting; try again shortly.",
-            {"Retry-After": str(retry_after_s(queued))},
+            f"Too many reports are waiting; try again in {wait} s.",
+            {"Retry-After": str(wait)},
         )
 
 

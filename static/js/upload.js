@@ -156,9 +156,10 @@
         message = "This form was already used for a different upload. Press the button again to send these files as a new report.";
       } else if (xhr.status === 402) {
         message = (message || "Your budget is used up.") + " Nothing was kept or charged.";
-      } else if (xhr.status === 429) {
+      } else if (xhr.status === 429 && !message) {
+        // The server's own words say when to try again; without them, its header does.
         var wait = xhr.getResponseHeader("Retry-After");
-        message = (message || "Too many reports are waiting.") + (wait ? " Try again in " + wait + " s." : "");
+        message = "Too many reports for now." + (wait ? " Try again in " + wait + " s." : "");
       } else if (xhr.status === 401 || xhr.status === 403) {
         message = (message || "You are not logged in.") + " Reload the page and log in again.";
       }

@@ -42,6 +42,32 @@ def test_a_rejected_file_shows_the_apis_message(
     assert task_count(page) == before
 
 
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (
+            {"error": {"code": "rate_limited", "message": "You made 30; try again in 41 s."}},
+            "You made 30; try again in 41 s.",
+        ),
+        ({}, "Too many reports for now. Try again in 41 s."),  # no words: the header's
+    ],
+)
+def test_a_refusal_for_now_says_when_to_try_again_once(
+    open_page, fast_server, sample_file, problems, body, said
+):
+    """The server's 429 (its own answer is in tests/test_uploads.py) shown as it says it."""
+    problems.allow("Failed to load resource")
+    page = open_page(fast_server)
+    page.goto("/")
+    page.route(
+        "**/api/tasks",
+        lambda route: route.fulfill(status=429, headers={"Retry-After": "41"}, json=body),
+    )
+    page.set_input_files("input[name=files]", str(sample_file))
+    page.click("[data-upload-submit]")
+    expect(page.locator("[data-upload-error]")).to_have_text(said)
+
+
 def test_no_file_chosen_is_said_before_sending(open_page, fast_server):
     page = open_page(fast_server)
     page.goto("/")
