@@ -9,3 +9,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("reports.urls")),
 ]
+
+# Under /api/ a path nothing serves answers JSON, as the API's other errors do.
+handler404 = "reports.serving.errors.not_found"

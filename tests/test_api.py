@@ -706,3 +706,17 @@ def test_a_source_passage_is_the_owners_alone(bob_client, client, make_task):
     assert response.status_code == 404 and response.content == missing.content
     anonymous = client.get(f"/api/tasks/{task.pk}/sources/S1")
     assert anonymous.status_code == 401
+
+
+@pytest.mark.parametrize("path", ["/api/nonexistent", "/api/tasks/", "/api/tasks/x/y/z"])
+def test_an_address_the_api_does_not_serve_answers_its_json_404(alice_client, path):
+    response = alice_client.get(path)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert error_of(response) == "not_found"
+
+
+def test_a_page_address_nothing_serves_still_answers_the_products_page(alice_client):
+    response = alice_client.get("/no/such/page/")
+    assert response.status_code == 404
+    assert b'data-error-page="404"' in response.content
