@@ -814,7 +814,7 @@ def _ocr_note(read_by_ocr: Sequence[tuple[str, Sequence[int]]]) -> str:
 
 def _points_text(points: list[_Sentence], docs: list[_Document]) -> str:
     if not points:
-        return "- The summary above already covers every sentence in the text."
+        return "- Nothing stands out beyond the summary above."
     lines = []
     for s in points:
         # Say where the point comes from: its section, else its document when there are several.
