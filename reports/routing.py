@@ -12,9 +12,9 @@ from django.contrib import auth
 from django.contrib.auth.models import AnonymousUser
 from django.http.cookie import parse_cookie
 from django.http.request import split_domain_port, validate_host
-from django.utils.crypto import constant_time_compare
 
 from reports.streaming.consumers import TaskConsumer
+from reports.streaming.credentials import session_hash_holds
 from reports.threads import on_shared_db
 
 TASK_SOCKET = re.compile(r"/ws/tasks/(?P<task_id>[^/]+)/")
@@ -28,7 +28,9 @@ class TaskSockets:
     a lazy user for as long as the socket lives (about a fifth of an idle page's memory,
     benchmark 6). Here the session is read once, at the handshake, and the consumer gets
     one scope: the server's, with `user` and `url_route` added (it drops the user once
-    it has checked the task's owner). Any other path is refused.
+    it has checked the task's owner) and `session_key`, which the consumer keeps so that
+    its stream ends when the session does (`reports.streaming.credentials`). Any other
+    path is refused.
     """
 
     def __init__(self) -> None:
@@ -41,8 +43,22 @@ class TaskSockets:
             return await WebsocketDenier()(scope, receive, send)
         route = {"args": (), "kwargs": match.groupdict()}
         # The user only in the scope, which the consumer takes it from once it is checked.
-        scope = {**scope, "url_route": route, "user": await on_shared_db(session_user)(scope)}
+        user = await on_shared_db(session_user)(scope)
+        scope = {**scope, "url_route": route, "user": user, "session_key": session_key(scope)}
         return await self.consumer(scope, receive, send)
+
+
+def session_key(scope) -> str | None:
+    """Return the handshake's session key, or None when its cookies name no session."""
+    # Read as Django reads a request's cookies: another site's cookie that the standard
+    # library's parser rejects (`prefs={"a":1}`) must not hide the session's.
+    header = "; ".join(
+        value.decode("latin-1") for name, value in scope.get("headers", []) if name == b"cookie"
+    )
+    key = parse_cookie(header).get(settings.SESSION_COOKIE_NAME)
+    if not key or "\x00" in key:  # no session has one; PostgreSQL refuses it
+        return None
+    return key
 
 
 def session_user(scope):
@@ -54,15 +70,10 @@ def session_user(scope):
     read: a socket cannot set a cookie, so a session a fallback key verified is left for
     the next page to rotate, and one that no longer verifies is refused, not flushed.
     """
-    # Read as Django reads a request's cookies: another site's cookie that the standard
-    # library's parser rejects (`prefs={"a":1}`) must not hide the session's.
-    header = "; ".join(
-        value.decode("latin-1") for name, value in scope.get("headers", []) if name == b"cookie"
-    )
-    session_key = parse_cookie(header).get(settings.SESSION_COOKIE_NAME)
-    if not session_key or "\x00" in session_key:  # no session has one; PostgreSQL refuses it
+    key = session_key(scope)
+    if key is None:
         return AnonymousUser()
-    session = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+    session = import_module(settings.SESSION_ENGINE).SessionStore(key)
     try:
         user_id = auth.get_user_model()._meta.pk.to_python(session[auth.SESSION_KEY])
         backend_path = session[auth.BACKEND_SESSION_KEY]
@@ -73,9 +84,7 @@ def session_user(scope):
     user = auth.load_backend(backend_path).get_user(user_id)
     if user is None:
         return AnonymousUser()
-    session_hash = session.get(auth.HASH_SESSION_KEY)
-    hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
-    if not session_hash or not any(constant_time_compare(session_hash, h) for h in hashes):
+    if not session_hash_holds(session.get(auth.HASH_SESSION_KEY), user):
         return AnonymousUser()
     return user
 

@@ -6,7 +6,9 @@ what the feed hands over for the page. It writes nothing and runs nothing while 
 is idle. It folds the events it sends (`reports.events.fold`): the text of events that
 are ready at once goes out as one message, already as a reader sees it, and a status
 change's lines (which read the task) in one after it; after the terminal event the socket
-closes with 1000.
+closes with 1000. While it is open, the session that opened it is checked again, with
+every other open stream's credential (`reports.streaming.credentials`); once it has ended,
+the socket closes with SIGNED_OUT.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from django.utils.html import escape
 from reports import presentation
 from reports.events import Event, TaskState, fold
 from reports.models import Status, Task
-from reports.streaming import follower, limits
+from reports.streaming import credentials, follower, limits
 from reports.threads import on_shared_db
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,10 @@ HEARTBEAT_S = 10.0
 # every claim moves every waiting page, and each refresh renders its line and wait
 # estimate on the shared database thread (benchmark 2: a quarter of that thread).
 PLACE_REFRESH_S = 2.0
+# The close code of a page whose session ended while it was open (a logout in another tab,
+# a password change, sessions deleted): the page stops reconnecting and says so. 4401, as
+# HTTP's 401: daphne sends only 1000 and 3000-4999 from an application.
+SIGNED_OUT = 4401
 
 
 def resume_point(query_string: bytes) -> int | None:
@@ -59,11 +65,13 @@ class TaskConsumer(AsyncWebsocketConsumer):
     place_sent_at = float("-inf")  # when (monotonic)
     place_due: asyncio.TimerHandle | None = None  # a refresh held back until then
     sent_at = 0.0  # when this socket last carried a message (monotonic)
+    credential: credentials.SessionCredential | None = None  # what opened it, while open
 
     async def connect(self) -> None:
         after = resume_point(self.scope.get("query_string", b""))
         task_id = self.scope["url_route"]["kwargs"]["task_id"]
         user = self.scope.pop("user", None)  # needed only here: an idle page keeps no row
+        session_key = self.scope.pop("session_key", None)
         task = None
         if after is not None:
             task = await on_shared_db(Task.objects.owned)(user, task_id)
@@ -86,19 +94,33 @@ class TaskConsumer(AsyncWebsocketConsumer):
         self.subscription = await follower.subscribe(task.pk, after, self._wake)
         self.sent_at = time.monotonic()
         _heartbeats.watch(self)
+        self.credential = credentials.SessionCredential(session_key, user.pk)
+        credentials.watch(self)
         self._wake()
 
     async def disconnect(self, code: int) -> None:
+        await self._stop()
+
+    async def credential_ended(self) -> None:
+        """The session that opened this socket ended: send nothing more, and close."""
+        await self._stop()
+        await self.close(code=SIGNED_OUT)
+
+    async def _stop(self) -> None:
+        """Stop following the task and give back what the socket holds (again: nothing)."""
+        credentials.forget(self)
         if self.subscription is not None:
             self.subscription.close()
             self.subscription = None
         if self.sending is not None:
             self.sending.cancel()
             await asyncio.gather(self.sending, return_exceptions=True)
+            self.sending = None
         if self.slot is not None:
             self.slot.release()
         if self.place_due is not None:
             self.place_due.cancel()
+            self.place_due = None
         _heartbeats.consumers.discard(self)
 
     def _wake(self) -> None:

@@ -12,12 +12,15 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.sessions.models import Session
+from django.db import connections
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from project.asgi import application
 from reports import events, presentation
 from reports.models import Status, Task, TaskEvent
-from reports.streaming import broadcast, follower
+from reports.streaming import broadcast, consumers, credentials, follower
 from reports.worker import leases
 from tests.helpers import queries_on_shared_db, submit, task_of
 
@@ -421,8 +424,9 @@ async def test_idle_pages_hold_no_asyncio_task_of_their_own(alice, settings):
     assert running["Feed._listen"] == (1 if follower.layer_across_processes() else 0)
     assert running["Hub._poll"] == 1
     assert running["_Heartbeats._tick"] <= 1  # one ticker for every open page
+    assert running["_Rechecks._tick"] <= 1  # one check of every open stream's session
     assert not [name for name in running if name.startswith("TaskConsumer")]
-    # Besides the pages: the feed's listener, the poller, the ticker and the layer's receiver.
+    # Besides the pages: the feed's listener, the poller, the tickers and the layer's receiver.
     assert len(asyncio.all_tasks()) - before <= 2 * len(pages) + 4
     for comm in pages:
         await comm.disconnect()
@@ -515,3 +519,162 @@ async def test_a_silent_running_task_still_sends_a_heartbeat(alice, settings, mo
     assert message == '<template data-batch data-seq="1"></template>'
     assert await comm.receive_from(timeout=5) == message  # and again, while it stays silent
     await comm.disconnect()
+
+
+# --- a session that ends while its page is open ---------------------------------------------
+
+
+@sync_to_async
+def logged_in(user) -> tuple[Client, bytes]:
+    """A browser of its own, logged in: its client (to log out, change the password) and
+    its session cookie."""
+    client = Client()
+    client.force_login(user)
+    return client, f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def live_page(task: Task, cookie: bytes) -> WebsocketCommunicator:
+    """A page open on a running task (seq 1), its replay received: from then on its
+    session is checked with the others'."""
+    comm = communicator(task.pk, cookie=cookie, after=0)
+    assert (await comm.connect())[0]
+    await receive_until_seq(comm, 1)  # the replay's text
+    assert 'data-task-status="running"' in await comm.receive_from(timeout=5)  # its status
+    return comm
+
+
+async def still_streaming(comm: WebsocketCommunicator, run: leases.Claim, text: str) -> None:
+    """The socket is open and carries what the task writes next."""
+    live = await persist_delta(run, text)
+    await broadcast.publish([live])
+    assert (live.seq, text) in deltas(await receive_until_seq(comm, live.seq))
+
+
+async def signed_out(comm: WebsocketCommunicator) -> None:
+    """The server closes the socket with the code that stops the page reconnecting."""
+    assert await comm.receive_output(timeout=5) == {
+        "type": "websocket.close",
+        "code": consumers.SIGNED_OUT,
+    }
+    await comm.disconnect()
+
+
+async def test_a_page_closes_after_its_session_logs_out_while_others_go_on(
+    alice, bob, settings, monkeypatch
+):
+    """A logout in another tab ends the page's stream at the next check (the ticker's,
+    its interval made short here); the same user's other session and another user's
+    page go on."""
+    settings.REPORTS_POLL_S = 60
+    monkeypatch.setattr(credentials, "RECHECK_S", 0.05)
+    task, bobs_task = await queued_task(alice), await queued_task(bob)
+    run = await claim(task)
+    await claim(bobs_task)
+    leaving, leaving_cookie = await logged_in(alice)
+    leaving_page = await live_page(task, leaving_cookie)
+    staying_page = await live_page(task, (await logged_in(alice))[1])
+    bobs_page = await live_page(bobs_task, await session_cookie(bob))
+
+    await sync_to_async(leaving.logout)()  # its session is flushed from the table
+    await signed_out(leaving_page)
+
+    await credentials.check_now()  # one check more, after the one that closed it
+    await still_streaming(staying_page, run, "still here")
+    assert await bobs_page.receive_nothing(timeout=0.1)  # open: no close came
+    for comm in (staying_page, bobs_page):
+        await comm.disconnect()
+
+
+@pytest.mark.parametrize("how", ["deleted", "expired", "deactivated"])
+async def test_a_page_closes_once_its_session_is_deleted_or_expires_or_its_user_is_off(
+    alice, settings, how
+):
+    settings.REPORTS_POLL_S = 60
+    settings.REPORTS_MAX_STREAMS_PER_USER = 1
+    task = await queued_task(alice)
+    await claim(task)
+    cookie = await session_cookie(alice)
+    comm = await live_page(task, cookie)
+    await credentials.check_now()
+    assert await comm.receive_nothing(timeout=0.1)  # a session that holds: nothing happens
+
+    sessions = Session.objects.filter(session_key=cookie.decode().partition("=")[2])
+    if how == "deleted":  # an admin deleting sessions
+        await sync_to_async(sessions.delete)()
+    elif how == "expired":
+        await sync_to_async(sessions.update)(expire_date=timezone.now())
+    else:
+        alice.is_active = False
+        await sync_to_async(alice.save)()
+    await credentials.check_now()
+    await signed_out(comm)
+    if how != "deactivated":  # its stream slot was given back: a new session may open one
+        again = communicator(task.pk, cookie=await session_cookie(alice), after=1)
+        assert (await again.connect())[0]
+        await again.disconnect()
+
+
+async def test_a_password_change_closes_the_pages_of_the_sessions_it_ended(alice, settings):
+    """As Django logs a request out: a password change ends every other session (their
+    hash of the password no longer holds). The browser where it was changed keeps its
+    session under a new key, so its page's socket closes too, and a new one opens with
+    the new cookie (the page asks, then reconnects: docs/pages.md)."""
+    settings.REPORTS_POLL_S = 60
+    task = await queued_task(alice)
+    run = await claim(task)
+    changer, changer_cookie = await logged_in(alice)
+    other_cookie = (await logged_in(alice))[1]
+    own, other = await live_page(task, changer_cookie), await live_page(task, other_cookie)
+
+    answer = await sync_to_async(changer.post)(
+        "/accounts/password_change/",
+        {
+            "old_password": "alice-pass",
+            "new_password1": "a new long passphrase",
+            "new_password2": "a new long passphrase",
+        },
+    )
+    assert answer.status_code == 302, answer.content
+    await credentials.check_now()
+    await signed_out(other)
+    await signed_out(own)  # its key was renewed
+
+    renewed = f"sessionid={changer.cookies['sessionid'].value}".encode()
+    assert renewed != changer_cookie
+    again = await live_page(task, renewed)
+    await credentials.check_now()
+    await still_streaming(again, run, "after the change")
+    await again.disconnect()
+    await refused(communicator(task.pk, cookie=other_cookie))
+
+
+async def test_a_check_of_the_pages_sessions_runs_the_same_queries_however_many_are_open(
+    alice, bob, settings, monkeypatch
+):
+    settings.REPORTS_POLL_S = 60
+    task, bobs_task = await queued_task(alice), await queued_task(bob)
+    await claim(task)
+    await claim(bobs_task)
+    still_held = credentials.still_held
+    checks = []
+
+    def counted(held):
+        with CaptureQueriesContext(connections["default"]) as queries:
+            found = still_held(held)
+        checks.append([q["sql"] for q in queries.captured_queries])
+        return found
+
+    monkeypatch.setattr(credentials, "still_held", counted)
+    pages = [await live_page(task, await session_cookie(alice))]
+    await credentials.check_now()
+    for n in range(11):
+        owner, owned = (alice, task) if n % 2 else (bob, bobs_task)
+        pages.append(await live_page(owned, await session_cookie(owner)))
+    await credentials.check_now()
+
+    one, twelve = checks
+    # the sessions, then their users: one query each, whatever their number
+    assert len(one) == len(twelve) == 2, twelve
+    for comm in pages:
+        assert await comm.receive_nothing(timeout=0.01)  # every one still open
+        await comm.disconnect()

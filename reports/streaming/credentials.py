@@ -1,0 +1,174 @@
+"""What opened each open stream, checked again while the stream stays open (docs/security.md).
+
+A stream's access is checked when it opens: its session or token, then the task's owner.
+The owner of a task never changes, but what let the caller in can end while the stream
+goes on: a logout in another tab, a password change, sessions deleted by an admin, a user
+deactivated, a token revoked (`manage.py revoke_token`). So one ticker per process, not a
+task per stream, checks the credential of every open stream every RECHECK_S, in a fixed
+number of queries however many streams are open (the sessions, their users, the tokens:
+one query each, and only for the kinds in use), and ends the streams whose credential no
+longer holds: a page's socket closes with 4401 (`consumers.SIGNED_OUT`), an event stream
+ends. A credential is checked as at the stream's opening, as Django checks a request's.
+
+A check that fails (the database out of reach) ends nothing: the next one decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import weakref
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Protocol
+
+from django.conf import settings
+from django.contrib import auth
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+from django.utils.crypto import constant_time_compare
+
+from reports.models import ApiToken
+from reports.threads import on_shared_db
+
+log = logging.getLogger(__name__)
+
+# How often the open streams' credentials are checked again: the longest a stream goes on
+# after its session ended or its token was revoked. One round of a few queries a process.
+RECHECK_S = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionCredential:
+    """A stream opened by a browser session: its key, and the user it logged in."""
+
+    key: str
+    user_id: object
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCredential:
+    """A stream opened with an API token: its digest (the token itself is never kept)."""
+
+    digest: str
+
+
+Credential = SessionCredential | TokenCredential
+
+
+class Watched(Protocol):
+    """An open stream: what opened it, and how it ends when that no longer holds."""
+
+    credential: Credential
+
+    async def credential_ended(self) -> None: ...
+
+
+def session_hash_holds(session_hash: str | None, user) -> bool:
+    """Return whether a session's hash of the password is the user's, under the secret key
+    or one of SECRET_KEY_FALLBACKS (as `django.contrib.auth.get_user` checks it)."""
+    if not session_hash:
+        return False
+    hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
+    return any(constant_time_compare(session_hash, h) for h in hashes)
+
+
+def still_held(credentials: set[Credential]) -> set[Credential]:
+    """Return those of `credentials` that still let their stream in: at most three queries,
+    whatever their number."""
+    sessions = {c for c in credentials if isinstance(c, SessionCredential)}
+    digests = {c.digest for c in credentials if isinstance(c, TokenCredential)}
+    held: set[Credential] = set(_sessions_held(sessions)) if sessions else set()
+    if digests:
+        # As `ApiToken.objects.user_for`: a token that exists, of a user who is active.
+        valid = ApiToken.objects.filter(digest__in=digests, user__is_active=True)
+        held.update(TokenCredential(d) for d in valid.values_list("digest", flat=True))
+    return held & credentials
+
+
+def _sessions_held(credentials: set[SessionCredential]) -> list[SessionCredential]:
+    """As `reports.routing.session_user` checks one handshake, for every session at once:
+    the session exists and has not expired; it names the stream's user, who may still log
+    in through the backend the session names; and its hash of the password is still the
+    user's (a password change logs every other session out)."""
+    store = import_module(settings.SESSION_ENGINE).SessionStore
+    keys = {c.key for c in credentials}
+    if hasattr(store, "get_model_class"):  # the database engines: one query for them all
+        rows = store.get_model_class().objects.filter(
+            session_key__in=keys, expire_date__gt=timezone.now()
+        )
+        decode = store().decode
+        sessions = {key: decode(data) for key, data in rows.values_list("pk", "session_data")}
+    else:  # another engine reads each session its own way (a cache, a file)
+        sessions = {key: store(key).load() for key in keys}
+    pk = auth.get_user_model()._meta.pk
+    claims = {}
+    for key, session in sessions.items():
+        try:
+            user_id = pk.to_python(session[auth.SESSION_KEY])
+            backend = session[auth.BACKEND_SESSION_KEY]
+        except (KeyError, ValueError, ValidationError):
+            continue
+        if backend in settings.AUTHENTICATION_BACKENDS:
+            claims[key] = user_id, backend, session.get(auth.HASH_SESSION_KEY)
+    users = auth.get_user_model()._default_manager.in_bulk({c[0] for c in claims.values()})
+    backends = {path: auth.load_backend(path) for _, path, _ in claims.values()}
+    held = []
+    for credential in credentials:
+        user_id, backend, session_hash = claims.get(credential.key, (None, None, None))
+        user = users.get(user_id)
+        if user is None or user_id != credential.user_id:
+            continue
+        may_log_in = getattr(backends[backend], "user_can_authenticate", lambda user: True)
+        if may_log_in(user) and session_hash_holds(session_hash, user):
+            held.append(credential)
+    return held
+
+
+class _Rechecks:
+    """One ticker per process for every open stream, as `consumers._Heartbeats` is for
+    the pages: every RECHECK_S it checks what opened each stream, all at once, and ends
+    those whose credential no longer holds."""
+
+    def __init__(self) -> None:
+        self.streams: weakref.WeakSet[Watched] = weakref.WeakSet()
+        self.ticker: asyncio.Task | None = None
+
+    def watch(self, stream: Watched) -> None:
+        self.streams.add(stream)
+        loop = asyncio.get_running_loop()
+        if self.ticker is None or self.ticker.done() or self.ticker.get_loop() is not loop:
+            self.ticker = loop.create_task(self._tick())
+
+    def forget(self, stream: Watched) -> None:
+        self.streams.discard(stream)
+
+    async def _tick(self) -> None:
+        while self.streams:
+            await asyncio.sleep(RECHECK_S)
+            await self.check()
+
+    async def check(self) -> None:
+        """Check every open stream's credential now; end the streams whose one ended."""
+        streams = list(self.streams)
+        if not streams:
+            return
+        try:
+            held = await on_shared_db(still_held)({s.credential for s in streams})
+        except Exception:
+            log.warning("could not check the open streams' credentials", exc_info=True)
+            return
+        for stream in streams:
+            if stream.credential in held or stream not in self.streams:
+                continue
+            self.streams.discard(stream)
+            try:
+                await stream.credential_ended()
+            except Exception:  # a stream closing meanwhile: its own end cleans up
+                log.debug("a stream ended while its credential was checked", exc_info=True)
+
+
+_rechecks = _Rechecks()
+watch = _rechecks.watch
+forget = _rechecks.forget
+check_now = _rechecks.check
