@@ -1,4 +1,10 @@
-"""The SSE event stream of a task (docs/api.md): replay after the client's seq, then live."""
+"""The SSE event stream of a task (docs/api.md): replay after the client's seq, then live.
+
+While it is open, the token or session that opened it is checked again, with every other
+open stream's credential (`reports.streaming.credentials`); once it no longer holds (the
+token revoked, the session ended), the stream ends, as a stopping process's does, and the
+client's next request is answered 401.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +13,10 @@ import json
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
-from reports.auth import ApiError, authenticate, owned_task
-from reports.models import TERMINAL, Task
+from reports.auth import ApiError, authenticate, bearer_token, owned_task
+from reports.models import TERMINAL, ApiToken, Task
 from reports.serving.stopping import long_lived
-from reports.streaming import follower, limits
+from reports.streaming import credentials, follower, limits
 
 KEEPALIVE_S = 15.0
 # Sent first, so that the headers leave at once on every server (daphne holds them
@@ -28,9 +34,20 @@ def resume_point(request: HttpRequest) -> int:
     return int(raw)
 
 
-def _authorise_events(request: HttpRequest, task_id) -> tuple[Task, int, object]:
+def credential_of(request: HttpRequest, user) -> credentials.Credential:
+    """Return what let an authenticated request in: its token, else its session."""
+    token = bearer_token(request)
+    if token is not None:
+        return credentials.TokenCredential(ApiToken.digest_of(token))
+    return credentials.SessionCredential(request.session.session_key, user.pk)
+
+
+def _authorise_events(
+    request: HttpRequest, task_id
+) -> tuple[Task, int, object, credentials.Credential]:
     user = authenticate(request)
-    return owned_task(user, task_id), resume_point(request), user
+    task, after = owned_task(user, task_id), resume_point(request)
+    return task, after, user, credential_of(request, user)
 
 
 @long_lived
@@ -39,7 +56,9 @@ async def events(request: HttpRequest, task_id) -> HttpResponse:
         return ApiError(405, "method_not_allowed", "Use GET.", {"Allow": "GET"}).response()
     try:
         # Off the request's own thread: its connection would stay open with the stream.
-        task, after, user = await follower.off_request(_authorise_events, request, task_id)
+        task, after, user, credential = await follower.off_request(
+            _authorise_events, request, task_id
+        )
     except ApiError as exc:
         return exc.response()
     if task.status in TERMINAL and after >= task.last_seq:
@@ -57,7 +76,7 @@ async def events(request: HttpRequest, task_id) -> HttpResponse:
             "Too many open streams for this account; close a page or a stream and retry.",
             {"Retry-After": "5"},
         ).response()
-    response = EventStreamResponse(sse_stream(task.pk, after), slot)
+    response = EventStreamResponse(sse_stream(task.pk, after, credential), slot)
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"
     return response
@@ -76,13 +95,31 @@ class EventStreamResponse(StreamingHttpResponse):
         super().close()
 
 
-async def sse_stream(task_id, after: int):
+class _Watched:
+    """An open event stream, as the credentials' checks see it: once what opened it no
+    longer holds, it is marked ended and woken, and it ends."""
+
+    __slots__ = ("__weakref__", "credential", "ended", "wake")
+
+    def __init__(self, credential: credentials.Credential, wake) -> None:
+        self.credential, self.wake, self.ended = credential, wake, False
+
+    async def credential_ended(self) -> None:
+        self.ended = True
+        self.wake()
+
+
+async def sse_stream(task_id, after: int, credential: credentials.Credential):
     ready = asyncio.Event()
     yield OPENING
+    watched = _Watched(credential, ready.set)
     subscription = await follower.subscribe(task_id, after, ready.set)
+    credentials.watch(watched)
     try:
         while True:
             ready.clear()  # before taking: what arrives from now on sets it again
+            if watched.ended:
+                return  # its token was revoked or its session ended: not one event more
             for event in subscription.take():
                 data = json.dumps(event.data, ensure_ascii=False, separators=(",", ":"))
                 yield f"id: {event.seq}\nevent: {event.type}\ndata: {data}\n\n".encode()
@@ -93,4 +130,5 @@ async def sse_stream(task_id, after: int):
             except TimeoutError:
                 yield b": ping\n\n"
     finally:
+        credentials.forget(watched)
         subscription.close()

@@ -8,16 +8,19 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
+from io import StringIO
 
 import pytest
 from asgiref.sync import ThreadSensitiveContext, sync_to_async
+from django.core.management import call_command
 from django.db import connection
 from django.test import AsyncClient
+from django.test.utils import CaptureQueriesContext
 
 from reports import events, lifecycle
-from reports.models import TERMINAL, Status, Task, TaskEvent
+from reports.models import TERMINAL, ApiToken, Status, Task, TaskEvent
 from reports.models.tasks import TaskEventQuerySet
-from reports.streaming import broadcast, sse
+from reports.streaming import broadcast, credentials, sse
 from reports.worker.leases import Claim, claim_next_task
 from tests.helpers import queries_on_shared_db, report_body, saved_report
 
@@ -534,3 +537,103 @@ async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(
         assert [e.id for e in [await stream.next() for _ in range(31)]] == list(range(1, 32))
     await stream.close()
     assert 3 <= len(queries) <= 6, [q["sql"] for q in queries.captured_queries]
+
+
+# --- a token revoked, a session ended, while the stream is open ---------------------------
+
+
+@db
+def issue(user, label: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {ApiToken.objects.issue(user, label=label)}"}
+
+
+@db
+def revoke(username: str, label: str) -> None:
+    call_command("revoke_token", username, label=label, stdout=StringIO())
+
+
+async def test_a_stream_ends_once_its_token_is_revoked_while_one_with_another_token_goes_on(
+    make_task, alice, settings, monkeypatch
+):
+    """Revoking a leaked token stops what it opened, at the next check (the ticker's, its
+    interval made short here): the stream ends, and asking again is 401."""
+    settings.REPORTS_POLL_S = 60
+    monkeypatch.setattr(credentials, "RECHECK_S", 0.05)
+    task = await db(make_task)()
+    running = await claim(task)
+    leaked, kept = await issue(alice, "leaked"), await issue(alice, "laptop")
+    revoked_stream = await follow(AsyncClient(), task.pk, **leaked)
+    kept_stream = await follow(AsyncClient(), task.pk, **kept)
+    for stream in (revoked_stream, kept_stream):
+        assert (await stream.next()).id == 1
+
+    await revoke("alice", "leaked")
+    assert await revoked_stream.next() is None  # it ends: no terminal event, no error event
+    again = await AsyncClient().get(f"/api/tasks/{task.pk}/events?after=1", headers=leaked)
+    assert again.status_code == 401
+    assert again.json()["error"]["code"] == "unauthenticated"
+
+    await credentials.check_now()  # one check more, after the one that ended it
+    hello = await append(running, "Hello")
+    await broadcast.publish([hello])
+    assert await kept_stream.next() == SSE(2, "delta", {"text": "Hello", "attempt": 1})
+    await kept_stream.close()
+    await revoked_stream.close()
+
+
+async def test_a_stream_of_a_session_ends_once_the_session_logs_out(
+    alice_async, make_task, settings
+):
+    settings.REPORTS_POLL_S = 60
+    task = await db(make_task)()
+    await claim(task)
+    stream = await follow(alice_async, task.pk)
+    assert (await stream.next()).id == 1
+    await credentials.check_now()
+    await alice_async.alogout()
+    await credentials.check_now()
+    assert await stream.next() is None
+    await stream.close()
+
+
+async def test_a_check_of_the_streams_credentials_runs_the_same_queries_however_many_are_open(
+    make_task, alice, bob, settings, monkeypatch
+):
+    settings.REPORTS_POLL_S = 60
+    settings.REPORTS_MAX_STREAMS_PER_USER = 100
+    task = await db(make_task)()
+    await claim(task)
+    bobs_task = await db(make_task)(owner=bob)
+    await claim(bobs_task)
+    still_held = credentials.still_held
+    checks = []
+
+    def counted(held):
+        with CaptureQueriesContext(connection) as queries:
+            found = still_held(held)
+        checks.append([q["sql"] for q in queries.captured_queries])
+        return found
+
+    monkeypatch.setattr(credentials, "still_held", counted)
+    streams = []
+
+    async def open_streams(count: int) -> None:
+        for n in range(count):
+            owner, owned = (alice, task) if n % 2 else (bob, bobs_task)
+            session = AsyncClient()
+            await session.aforce_login(owner)
+            streams.append(await follow(session, owned.pk))
+            streams.append(await follow(AsyncClient(), owned.pk, **await issue(owner, str(n))))
+        for stream in streams[-2 * count :]:
+            assert (await stream.next()).id == 1  # open, and followed
+
+    await open_streams(1)
+    await credentials.check_now()
+    await open_streams(10)
+    await credentials.check_now()
+
+    one, twenty_two = checks
+    # the sessions, their users, the tokens: one query each, whatever their number
+    assert len(one) == len(twenty_two) == 3, twenty_two
+    for stream in streams:
+        await stream.close()
