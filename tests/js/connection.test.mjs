@@ -6,6 +6,7 @@ import {
   Connection,
   LOST_AFTER,
   SESSION_CHECK_MS,
+  SIGNED_OUT_CODE,
   silenceLimitMs,
   socketUrl,
 } from "../../static/js/task/connection.js";
@@ -132,6 +133,52 @@ test("a refused handshake waits for the session check; an ended session stops it
   clock.advance(3600_000);
   assert.equal(sockets.length, 1);
   assert.equal(state().state, "signed-out");
+});
+
+test("a socket closed because its session ended is signed out, and tries no more", async () => {
+  const { clock, connection, sockets, last, state, stats } = page({ ended: true });
+  connection.start();
+  last().open();
+  last().message("batch");
+  last().drop(SIGNED_OUT_CODE);
+  assert.deepEqual(state(), { state: "reconnecting", phase: "trying", retryAt: null });
+  await Promise.resolve();
+  await Promise.resolve();
+  assert.deepEqual(state(), { state: "signed-out", phase: null, retryAt: null });
+  clock.advance(3600_000);
+  assert.equal(sockets.length, 1);
+  assert.equal(stats.reconnects, 0);
+});
+
+test("closed for an ended session, a page whose browser holds a valid one opens again", async () => {
+  // The session's key was renewed (a password change in this browser, a new login): the
+  // check says it may read the task, and a socket opens at once with the new cookie.
+  const { connection, sockets, last, state } = page({ ended: false });
+  connection.start();
+  last().open();
+  last().message("batch");
+  last().drop(SIGNED_OUT_CODE);
+  await Promise.resolve();
+  await Promise.resolve();
+  assert.equal(sockets.length, 2);
+  last().open();
+  assert.equal(state().state, "live");
+  // Closed so again before a word came through: signed out, not asked again in a loop.
+  last().drop(SIGNED_OUT_CODE);
+  assert.deepEqual(state(), { state: "signed-out", phase: null, retryAt: null });
+  assert.equal(sockets.length, 2);
+});
+
+test("closed for an ended session, a page that cannot ask is signed out", async () => {
+  const { connection, sockets, last, state } = page();
+  connection.sessionEnded = () => Promise.reject(new Error("the server is away"));
+  connection.start();
+  last().open();
+  last().drop(SIGNED_OUT_CODE);
+  await Promise.resolve();
+  await Promise.resolve();
+  assert.equal(state().state, "signed-out");
+  assert.equal(sockets.length, 1);
 });
 
 test("a session still valid keeps trying after a refused handshake", async () => {

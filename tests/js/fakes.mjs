@@ -62,10 +62,11 @@ export class FakeSocket {
     this.onmessage?.({ data });
   }
 
-  /** The server closed it, or the handshake was refused. */
-  drop() {
+  /** The server closed it (with `code`, else as a lost connection), or the handshake was
+   * refused. */
+  drop(code = 1006) {
     this.readyState = 3;
-    this.onclose?.({ code: 1006 });
+    this.onclose?.({ code });
   }
 
   close() {

@@ -9,6 +9,9 @@ export const CONNECT_TIMEOUT_MS = 10000; // a handshake that hangs (a cut networ
 export const LOST_AFTER = 5; // failed tries in a row before the connection is called lost
 // A refused handshake may mean the session ended: the check answers before the next try.
 export const SESSION_CHECK_MS = 1500;
+// The server's close when the session the socket opened with ended while it was open (a
+// logout in another tab, a password change, sessions deleted): not a reason to try again.
+export const SIGNED_OUT_CODE = 4401;
 const WATCH_MS = 1000;
 
 /**
@@ -60,6 +63,7 @@ export class Connection {
     this.heardAt = 0; // the last message, or the socket's opening
     this.retryTimer = null; // the next try, while one is scheduled
     this.over = false; // the task ended or the session did: no more sockets
+    this.signedOutBefore = false; // a close for an ended session since the last message
   }
 
   start() {
@@ -113,7 +117,7 @@ export class Connection {
     this.openedAt = this.clock.now();
     socket.onopen = () => this.onOpen(socket);
     socket.onmessage = (event) => this.onMessage(socket, event.data);
-    socket.onclose = () => this.onClose(socket);
+    socket.onclose = (event) => this.onClose(socket, event?.code);
     if (this.state === "reconnecting" || this.state === "lost") {
       this.say(this.state, "trying");
     }
@@ -146,14 +150,19 @@ export class Connection {
     }
     this.heardAt = this.clock.now();
     this.failures = 0;
+    this.signedOutBefore = false;
     this.received(data);
   }
 
-  onClose(socket) {
+  onClose(socket, code) {
     if (socket !== this.socket || this.over) {
       return;
     }
     this.socket = null;
+    if (code === SIGNED_OUT_CODE) {
+      this.afterSignedOut();
+      return;
+    }
     if (!this.opened) {
       this.checkSession();
     }
@@ -170,6 +179,37 @@ export class Connection {
     }, delay);
     const state = this.failures >= LOST_AFTER ? "lost" : "reconnecting";
     this.say(state, "waiting", this.clock.now() + delay);
+  }
+
+  // The server closed the socket because the session it opened with ended. Ask once whether
+  // the page's session now may read the task: only when the browser holds a session still
+  // valid under a new key (the password was changed in this browser, or it logged in
+  // again) does a new socket open; otherwise, or when it cannot tell, it is signed out.
+  // Once only until a message arrives on the new socket.
+  afterSignedOut() {
+    if (this.signedOutBefore) {
+      this.signOut(); // closed so again before a word came through: never in a loop
+      return;
+    }
+    this.signedOutBefore = true;
+    this.say("reconnecting", "trying");
+    this.sessionEnded().then(
+      (ended) => {
+        if (this.over) {
+          return;
+        }
+        if (ended) {
+          this.signOut();
+        } else {
+          this.connect();
+        }
+      },
+      () => {
+        if (!this.over) {
+          this.signOut();
+        }
+      }
+    );
   }
 
   // A refused handshake looks the same whether the server is restarting or the session
