@@ -18,6 +18,7 @@ from reports import api
 from reports.models import Task
 from reports.parsers import docx, ocr
 from reports.sharing import links
+from reports.streaming import credentials
 from reports.worker import loops
 from tests.helpers import SAMPLE, assert_refused, run_all, submit, task_of, upload
 
@@ -40,6 +41,7 @@ CONSTANTS = {
     "QUIET": loops.QUIET,
     "REPEATS": loops.REPEATS,
     "WINDOW": loops.WINDOW,
+    "RECHECK_S": credentials.RECHECK_S,
 }
 
 
