@@ -22,14 +22,12 @@ from reports import exports, lifecycle, presentation, storage, submissions
 from reports.auth import NOT_FOUND, ApiError, api_view, owned_task
 from reports.models import Status, Task
 from reports.observability import tracing
-from reports.serving import download_names
+from reports.serving import download_names, paging
 from reports.serving.admissions import admits_tasks
 from reports.serving.task_body import task_bodies, task_body
 from reports.submissions import form as submission_form
 
 log = logging.getLogger(__name__)
-PAGE_SIZE = 50
-MAX_PAGE = 1_000_000  # fifty million tasks: far past any list, well inside the database's numbers
 # The page's first-text time counts from the click, before the upload: the task's age when
 # the time is reported, plus this for the upload itself, bounds it; an hour always does.
 UPLOAD_ALLOWANCE_MS = 60_000
@@ -41,20 +39,14 @@ MAX_FIRST_TEXT_MS = 3_600_000
 def tasks(request: HttpRequest, user) -> JsonResponse:
     if request.method == "POST":
         return create_task(request, user)
-    raw = request.GET.get("page", "1")
-    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_PAGE):
-        raise ApiError(400, "invalid_request", f"page must be an integer from 1 to {MAX_PAGE:,}.")
-    page = int(raw)
-    start = (page - 1) * PAGE_SIZE
-    # created_at has millisecond resolution on SQLite: the pk breaks ties, so that pages
-    # of the same list neither repeat nor skip a task.
-    newest_first = Task.objects.for_user(user).with_queue_position().order_by("-created_at", "-pk")
-    rows = list(newest_first[start : start + PAGE_SIZE + 1])
-    more = len(rows) > PAGE_SIZE
+    number = paging.page_number(request.GET.get("page"))
+    if number is None:
+        raise ApiError(400, "invalid_request", paging.OUT_OF_RANGE)
+    page = paging.newest_first(Task.objects.for_user(user).with_queue_position(), number)
     return JsonResponse(
         {
-            "tasks": task_bodies(rows[:PAGE_SIZE]),
-            "next": f"{reverse('api-tasks')}?page={page + 1}" if more else None,
+            "tasks": task_bodies(page.tasks),
+            "next": f"{reverse('api-tasks')}?page={number + 1}" if page.has_older else None,
         }
     )
 

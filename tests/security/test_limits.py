@@ -17,6 +17,7 @@ from django.core.cache import cache
 from reports import api
 from reports.models import Task
 from reports.parsers import docx, ocr
+from reports.serving import paging
 from reports.sharing import links
 from reports.streaming import credentials
 from reports.worker import loops
@@ -32,7 +33,7 @@ CONSTANTS = {
     "MAX_UNCOMPRESSED_BYTES": docx.MAX_UNCOMPRESSED_BYTES / MB,
     "MAX_COMPRESSION_RATIO": docx.MAX_COMPRESSION_RATIO,
     "RATIO_EXEMPT_BYTES": docx.RATIO_EXEMPT_BYTES / MB,
-    "MAX_PAGE": api.MAX_PAGE,
+    "MAX_PAGE": paging.MAX_PAGE,
     "MAX_DAYS": links.MAX_DAYS,
     "MAX_PAGES": ocr.MAX_PAGES,
     "PAGE_S": ocr.PAGE_S,
