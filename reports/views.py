@@ -7,6 +7,7 @@ import uuid
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
@@ -17,6 +18,7 @@ from reports.auth import MB, ApiError
 from reports.models import Task
 from reports.parsers import SUPPORTED_EXTENSIONS
 from reports.providers import SCENARIOS
+from reports.serving import paging
 from reports.streaming.consumers import HEARTBEAT_S
 from reports.submissions import form as submission_form
 
@@ -24,10 +26,18 @@ from reports.submissions import form as submission_form
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    rows = presentation.home_rows(request.user)
-    context = {"rows": rows, "polling": presentation.any_active(rows)}
+    # The list pages as the API's does (reports.serving.paging): a page number that is not
+    # one is the 400 page, a page past the last of the user's reports the 404 page.
+    number = paging.page_number(request.GET.get("page"))
+    if number is None:
+        raise BadRequest(paging.OUT_OF_RANGE)
+    page = paging.newest_first(Task.objects.for_user(request.user).with_queue_position(), number)
+    if page.has_newer and not page.tasks:
+        raise Http404("No such page of reports.")
+    rows = presentation.home_rows(page.tasks)
+    context = {"rows": rows, "page": page, "polling": presentation.any_active(rows)}
     if request.htmx:
-        # The list polls itself while a report is on its way.
+        # The list polls itself, the page the user is on, while a report is on its way.
         response = render(request, "reports/home.html#task-list", context)
     else:
         context.update(

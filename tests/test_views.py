@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 import uuid
+from datetime import timedelta
 from html import escape
 
 import pytest
+from django.utils import timezone
 
 from reports.models import Task
+from reports.serving import paging
 from reports.streaming.consumers import HEARTBEAT_S
 from tests.helpers import (
     run_all,
@@ -103,6 +106,110 @@ def test_home_list_fragment_for_htmx(alice_client, worker):
     assert "data-upload" not in html
     assert "hx-trigger" not in html  # nothing active: polling stops
     assert "HX-Request" in response["Vary"]
+
+
+# --- the home page's pages of reports (docs/pages.md) ------------------------------------
+
+
+def one_minute_apart(tasks: list[Task]) -> list[Task]:
+    """Give the tasks distinct submission times, in the order given: the list's order is
+    then theirs, whatever the clock's resolution."""
+    start = timezone.now() - timedelta(minutes=len(tasks))
+    for i, task in enumerate(tasks):
+        Task.objects.filter(pk=task.pk).update(created_at=start + timedelta(minutes=i))
+    return tasks
+
+
+def listed(html: str) -> list[str]:
+    return re.findall(r'class="task-link" href="/tasks/([0-9a-f-]+)/"', html)
+
+
+def page_link(html: str, which: str) -> str | None:
+    found = re.search(rf'<a id="tasks-{which}" href="([^"]+)" rel="\w+" data-page-{which}>', html)
+    return found[1].replace("&amp;", "&") if found else None
+
+
+def test_the_oldest_report_is_reached_through_the_older_link(alice, alice_client):
+    tasks = one_minute_apart(tasks_of_every_kind(alice, paging.PAGE_SIZE + 1))
+    oldest = str(tasks[0].pk)
+
+    first = alice_client.get("/").content.decode()
+    assert len(listed(first)) == paging.PAGE_SIZE and oldest not in listed(first)
+    assert page_link(first, "newer") is None
+    assert page_link(first, "older") == "/?page=2"
+
+    second = alice_client.get(page_link(first, "older"))
+    html = second.content.decode()
+    assert second.status_code == 200
+    assert listed(html) == [oldest]
+    assert "Your reports, page 2" in html
+    assert page_link(html, "older") is None
+    assert page_link(html, "newer") == "/"
+    assert set(listed(first)) | set(listed(html)) == {str(t.pk) for t in tasks}
+
+
+def test_the_older_and_newer_links_walk_every_page_both_ways(alice, alice_client, monkeypatch):
+    monkeypatch.setattr(paging, "PAGE_SIZE", 2)
+    tasks = one_minute_apart(tasks_of_every_kind(alice, 5))
+    newest_first = [str(t.pk) for t in reversed(tasks)]
+
+    seen, url, pages = [], "/", []
+    while url is not None:
+        html = alice_client.get(url).content.decode()
+        seen += listed(html)
+        pages.append(url)
+        url = page_link(html, "older")
+    assert pages == ["/", "/?page=2", "/?page=3"]
+    assert seen == newest_first
+
+    back = []
+    url = "/?page=3"
+    while url is not None:
+        back.append(url)
+        url = page_link(alice_client.get(url).content.decode(), "newer")
+    assert back == ["/?page=3", "/?page=2", "/"]
+
+
+def test_the_list_polls_the_page_it_is_on(alice, alice_client, monkeypatch):
+    monkeypatch.setattr(paging, "PAGE_SIZE", 2)
+    # The oldest task is queued (tasks_of_every_kind: queued, running, succeeded…); the
+    # second page holds it and the one after it, both on their way.
+    tasks = one_minute_apart(tasks_of_every_kind(alice, 4))
+    page_two = {str(tasks[0].pk), str(tasks[1].pk)}
+
+    html = alice_client.get("/?page=2").content.decode()
+    assert 'hx-get="/?page=2" hx-trigger="every 3s"' in html
+
+    poll = alice_client.get("/?page=2", headers={"HX-Request": "true"})
+    fragment = poll.content.decode()
+    assert fragment.lstrip().startswith('<section id="task-list"')
+    assert set(listed(fragment)) == page_two
+    assert 'hx-get="/?page=2" hx-trigger="every 3s"' in fragment  # it stays on page 2
+    assert page_link(fragment, "newer") == "/"
+    assert "HX-Request" in poll["Vary"]
+
+
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "list-poll"])
+@pytest.mark.parametrize("page", ["0", "-1", "", "two", "1e3", "²", "1000001", str(10**20)])
+def test_a_home_page_number_that_is_not_one_is_the_400_page(alice_client, page, htmx):
+    headers = {"HX-Request": "true"} if htmx else {}
+    response = alice_client.get("/", {"page": page}, headers=headers)
+    assert response.status_code == 400
+    assert b'data-error-page="400"' in response.content
+
+
+@pytest.mark.parametrize("page", ["2", "1000000"])
+def test_a_home_page_past_the_last_report_is_the_404_page(alice, alice_client, page):
+    tasks_of_every_kind(alice, 3)
+    response = alice_client.get("/", {"page": page})
+    assert response.status_code == 404
+    assert b'data-error-page="404"' in response.content
+
+
+def test_the_first_page_with_no_reports_says_so_and_offers_no_other_page(alice_client):
+    html = alice_client.get("/?page=1").content.decode()
+    assert "No reports yet" in html
+    assert page_link(html, "newer") is None and page_link(html, "older") is None
 
 
 def test_queued_task_page_has_the_hooks(alice_client):
@@ -239,16 +346,19 @@ def test_pages_refuse_post(alice_client):
 
 
 @pytest.mark.parametrize("htmx", [False, True], ids=["page", "list-poll"])
+@pytest.mark.parametrize(("count", "url"), [(45, "/"), (95, "/?page=2")], ids=["first", "second"])
 def test_home_runs_a_fixed_number_of_queries_for_any_number_of_tasks(
-    alice, alice_client, htmx, django_assert_max_num_queries
+    alice, alice_client, htmx, count, url, django_assert_max_num_queries
 ):
-    tasks_of_every_kind(alice, 45)
+    # The page shows 45 tasks, the oldest of them 15 queued ones, whichever page it is.
+    one_minute_apart(tasks_of_every_kind(alice, count))
     headers = {"HX-Request": "true"} if htmx else {}
 
-    # session, user, the tasks with their places in line, their documents, the budget
-    # (made on a first visit, in a savepoint) and what of it awaits an admin
-    with django_assert_max_num_queries(9):
-        response = alice_client.get("/", headers=headers)
+    # session, user, the page's tasks with their places in line, their documents; the
+    # whole page adds the budget (made on a first visit, in a savepoint) and what of it
+    # awaits an admin
+    with django_assert_max_num_queries(4 if htmx else 9):
+        response = alice_client.get(url, headers=headers)
 
     html = response.content.decode()
     assert html.count('data-status="queued"') == 15

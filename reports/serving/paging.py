@@ -1,5 +1,6 @@
-"""One way of paging through a user's tasks, newest first, with its page size, its bounds
-and its order: the JSON list (`GET /api/tasks`) reads its pages here.
+"""One way of paging through a user's tasks, newest first: the JSON list (`GET /api/tasks`)
+and the home page's list of reports (`/?page=`) both read their pages here, with the same
+size, the same bounds and the same order.
 """
 
 from __future__ import annotations
