@@ -189,6 +189,20 @@ def test_the_list_polls_the_page_it_is_on(alice, alice_client, monkeypatch):
     assert "HX-Request" in poll["Vary"]
 
 
+def test_every_link_of_the_list_has_an_id_so_a_refresh_keeps_the_focus(
+    alice, alice_client, monkeypatch
+):
+    # htmx gives the focus back, after it replaces the list, to the element with the id of
+    # the one that had it: a link without one would drop a keyboard user's place.
+    monkeypatch.setattr(paging, "PAGE_SIZE", 2)
+    one_minute_apart(tasks_of_every_kind(alice, 5))
+    fragment = alice_client.get("/?page=2", headers={"HX-Request": "true"}).content.decode()
+    links = re.findall(r"<a\b[^>]*>", fragment)
+    ids = [re.search(r'\bid="([^"]+)"', link) for link in links]
+    assert len(links) == 4  # two reports, Newer and Older
+    assert all(ids) and len({found[1] for found in ids}) == len(links)
+
+
 @pytest.mark.parametrize("htmx", [False, True], ids=["page", "list-poll"])
 @pytest.mark.parametrize("page", ["0", "-1", "", "two", "1e3", "²", "1000001", str(10**20)])
 def test_a_home_page_number_that_is_not_one_is_the_400_page(alice_client, page, htmx):
