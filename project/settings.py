@@ -60,8 +60,8 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off.")
     SECRET_KEY = "insecure-debug-only-key"
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
-# A form refused by its CSRF check gets the product's 403 page, saying why (reports.csrf_failure).
-CSRF_FAILURE_VIEW = "reports.csrf_failure.csrf_failure"
+# A form refused by its CSRF check gets the product's 403 page, saying why (reports.serving.errors).
+CSRF_FAILURE_VIEW = "reports.serving.errors.csrf_failure"
 CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
 
 # --- HTTPS (docs/security.md) ------------------------------------------------------------

@@ -1,8 +1,11 @@
-"""The one JSON error answer of docs/api.md: {"error": {"code", "message"}}, never cached."""
+"""The error answers: the API's one JSON error of docs/api.md, {"error": {"code",
+"message"}}, never cached; and the answers of a request nothing else answered (`handler404`,
+`CSRF_FAILURE_VIEW`)."""
 
 from __future__ import annotations
 
 from django.http import HttpResponse, JsonResponse
+from django.shortcuts import render
 from django.utils.cache import patch_cache_control
 from django.views.defaults import page_not_found
 
@@ -27,3 +30,19 @@ def not_found(request, exception=None) -> HttpResponse:
     if request.path.startswith("/api/"):
         return json_error(404, "not_found", "Nothing is served at this address of the API.")
     return page_not_found(request, exception)
+
+
+# A form refused by its CSRF check was almost always left open while its session changed:
+# the user signed in again in another tab (which makes a new token) or was signed out.
+# Django's own page says only "CSRF verification failed"; this is the product's 403 page,
+# saying what happened and what to do. The JSON API answers its own 403 `csrf_failed`
+# (`reports.auth`).
+STALE_FORM = (
+    "This form was out of date, so nothing was done: you signed in again in another tab, "
+    "or your session ended. Go back, reload the page and try again."
+)
+
+
+def csrf_failure(request, reason: str = "") -> HttpResponse:
+    """The answer to a form refused by its CSRF check (`CSRF_FAILURE_VIEW`)."""
+    return render(request, "403.html", {"lead": STALE_FORM}, status=403)
