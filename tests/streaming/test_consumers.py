@@ -426,8 +426,9 @@ async def test_idle_pages_hold_no_asyncio_task_of_their_own(alice, settings):
     assert running["_Heartbeats._tick"] <= 1  # one ticker for every open page
     assert running["_Rechecks._tick"] <= 1  # one check of every open stream's session
     assert not [name for name in running if name.startswith("TaskConsumer")]
-    # Besides the pages: the feed's listener, the poller, the tickers and the layer's receiver.
-    assert len(asyncio.all_tasks()) - before <= 2 * len(pages) + 4
+    # Besides the pages: the feed's listener, the poller, the two tickers and the layer's
+    # receiver.
+    assert len(asyncio.all_tasks()) - before <= 2 * len(pages) + 5
     for comm in pages:
         await comm.disconnect()
 
