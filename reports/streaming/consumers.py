@@ -93,9 +93,9 @@ class TaskConsumer(AsyncWebsocketConsumer):
         self.state = await on_shared_db(presentation.status_at)(task, after)
         self.subscription = await follower.subscribe(task.pk, after, self._wake)
         self.sent_at = time.monotonic()
-        _heartbeats.watch(self)
         self.credential = credentials.SessionCredential(session_key, user.pk)
-        credentials.watch(self)
+        _heartbeats.watch(self)  # which the credentials' check reads its pages from
+        credentials.watch()
         self._wake()
 
     async def disconnect(self, code: int) -> None:
@@ -108,7 +108,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
 
     async def _stop(self) -> None:
         """Stop following the task and give back what the socket holds (again: nothing)."""
-        credentials.forget(self)
+        self.credential = None  # no longer checked
         if self.subscription is not None:
             self.subscription.close()
             self.subscription = None
@@ -230,6 +230,8 @@ class _Heartbeats:
 
 
 _heartbeats = _Heartbeats()
+# The credentials' check reads the open pages from the heartbeats' set (one set a page).
+credentials.add_source(lambda: list(_heartbeats.consumers))
 
 
 # --- messages -------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import weakref
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib import import_module
 from typing import Protocol
@@ -57,9 +58,10 @@ Credential = SessionCredential | TokenCredential
 
 
 class Watched(Protocol):
-    """An open stream: what opened it, and how it ends when that no longer holds."""
+    """An open stream: what opened it (None once it ended), and how it ends when that no
+    longer holds."""
 
-    credential: Credential
+    credential: Credential | None
 
     async def credential_ended(self) -> None: ...
 
@@ -128,14 +130,26 @@ def _sessions_held(credentials: set[SessionCredential]) -> list[SessionCredentia
 class _Rechecks:
     """One ticker per process for every open stream, as `consumers._Heartbeats` is for
     the pages: every RECHECK_S it checks what opened each stream, all at once, and ends
-    those whose credential no longer holds."""
+    those whose credential no longer holds.
+
+    The event streams are watched here one by one; the pages are read from the set their
+    own ticker keeps (`add_source`): a second weak set of them cost an idle page more
+    than half a kilobyte (benchmark 6).
+    """
 
     def __init__(self) -> None:
         self.streams: weakref.WeakSet[Watched] = weakref.WeakSet()
+        self.sources: list[Callable[[], Iterable[Watched]]] = []
         self.ticker: asyncio.Task | None = None
 
-    def watch(self, stream: Watched) -> None:
-        self.streams.add(stream)
+    def add_source(self, source: Callable[[], Iterable[Watched]]) -> None:
+        """Check the streams `source()` holds too (those with a credential)."""
+        self.sources.append(source)
+
+    def watch(self, stream: Watched | None = None) -> None:
+        """Check `stream` from now on (a stream of a source: None), and keep checking."""
+        if stream is not None:
+            self.streams.add(stream)
         loop = asyncio.get_running_loop()
         if self.ticker is None or self.ticker.done() or self.ticker.get_loop() is not loop:
             self.ticker = loop.create_task(self._tick())
@@ -143,14 +157,18 @@ class _Rechecks:
     def forget(self, stream: Watched) -> None:
         self.streams.discard(stream)
 
+    def _open(self) -> list[Watched]:
+        held = [stream for source in self.sources for stream in source()]
+        return [*self.streams, *(stream for stream in held if stream.credential is not None)]
+
     async def _tick(self) -> None:
-        while self.streams:
+        while self._open():
             await asyncio.sleep(RECHECK_S)
             await self.check()
 
     async def check(self) -> None:
         """Check every open stream's credential now; end the streams whose one ended."""
-        streams = list(self.streams)
+        streams = self._open()
         if not streams:
             return
         try:
@@ -159,9 +177,12 @@ class _Rechecks:
             log.warning("could not check the open streams' credentials", exc_info=True)
             return
         for stream in streams:
-            if stream.credential in held or stream not in self.streams:
+            # Skipped: a stream that ended meanwhile (it forgot its credential or was
+            # forgotten here).
+            if stream.credential is None or stream.credential in held:
                 continue
-            self.streams.discard(stream)
+            if stream in self.streams:
+                self.streams.discard(stream)
             try:
                 await stream.credential_ended()
             except Exception:  # a stream closing meanwhile: its own end cleans up
@@ -171,4 +192,5 @@ class _Rechecks:
 _rechecks = _Rechecks()
 watch = _rechecks.watch
 forget = _rechecks.forget
+add_source = _rechecks.add_source
 check_now = _rechecks.check
