@@ -6,9 +6,11 @@ goes on: a logout in another tab, a password change, sessions deleted by an admi
 deactivated, a token revoked (`manage.py revoke_token`). So one ticker per process, not a
 task per stream, checks the credential of every open stream every RECHECK_S, in a fixed
 number of queries however many streams are open (the sessions, their users, the tokens:
-one query each, and only for the kinds in use), and ends the streams whose credential no
-longer holds: a page's socket closes with 4401 (`consumers.SIGNED_OUT`), an event stream
-ends. A credential is checked as at the stream's opening, as Django checks a request's.
+one query each, and only for the kinds in use; the sessions are decoded and the hashes
+compared off the shared database thread, which the pages' own queries wait on), and ends
+the streams whose credential no longer holds: a page's socket closes with 4401
+(`consumers.SIGNED_OUT`), an event stream ends. A credential is checked as at the
+stream's opening, as Django checks a request's.
 
 A check that fails (the database out of reach) ends nothing: the next one decides.
 """
@@ -30,7 +32,7 @@ from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
 from reports.models import ApiToken
-from reports.threads import on_shared_db
+from reports.threads import in_blocking_pool, on_shared_db
 
 log = logging.getLogger(__name__)
 
@@ -75,55 +77,82 @@ def session_hash_holds(session_hash: str | None, user) -> bool:
     return any(constant_time_compare(session_hash, h) for h in hashes)
 
 
-def still_held(credentials: set[Credential]) -> set[Credential]:
-    """Return those of `credentials` that still let their stream in: at most three queries,
-    whatever their number."""
+@dataclass(slots=True)
+class Readings:
+    """What the database says of a round of credentials, read in one step: the sessions
+    (each as its stored text, or as loaded by an engine that keeps no rows), the users the
+    streams opened as, and the tokens that still hold."""
+
+    session_rows: dict[str, str]
+    sessions_loaded: dict[str, dict]
+    users: dict[object, object]
+    digests: set[str]
+
+
+def read(credentials: set[Credential]) -> Readings:
+    """Read what `credentials` rest on: at most three queries, whatever their number. Only
+    reads: the sessions are decoded and the hashes compared by `held_of`, off the shared
+    database thread."""
     sessions = {c for c in credentials if isinstance(c, SessionCredential)}
     digests = {c.digest for c in credentials if isinstance(c, TokenCredential)}
-    held: set[Credential] = set(_sessions_held(sessions)) if sessions else set()
+    readings = Readings({}, {}, {}, set())
+    if sessions:
+        store = import_module(settings.SESSION_ENGINE).SessionStore
+        keys = {c.key for c in sessions}
+        if hasattr(store, "get_model_class"):  # the database engines: one query for them all
+            rows = store.get_model_class().objects.filter(
+                session_key__in=keys, expire_date__gt=timezone.now()
+            )
+            readings.session_rows = dict(rows.values_list("pk", "session_data"))
+        else:  # another engine reads each session its own way (a cache, a file)
+            readings.sessions_loaded = {key: store(key).load() for key in keys}
+        # A session counts only for the user its stream opened as: those are the users.
+        manager = auth.get_user_model()._default_manager
+        readings.users = manager.in_bulk({c.user_id for c in sessions})
     if digests:
         # As `ApiToken.objects.user_for`: a token that exists, of a user who is active.
         valid = ApiToken.objects.filter(digest__in=digests, user__is_active=True)
-        held.update(TokenCredential(d) for d in valid.values_list("digest", flat=True))
-    return held & credentials
+        readings.digests = set(valid.values_list("digest", flat=True))
+    return readings
 
 
-def _sessions_held(credentials: set[SessionCredential]) -> list[SessionCredential]:
-    """As `reports.routing.session_user` checks one handshake, for every session at once:
-    the session exists and has not expired; it names the stream's user, who may still log
-    in through the backend the session names; and its hash of the password is still the
-    user's (a password change logs every other session out)."""
-    store = import_module(settings.SESSION_ENGINE).SessionStore
-    keys = {c.key for c in credentials}
-    if hasattr(store, "get_model_class"):  # the database engines: one query for them all
-        rows = store.get_model_class().objects.filter(
-            session_key__in=keys, expire_date__gt=timezone.now()
-        )
-        decode = store().decode
-        sessions = {key: decode(data) for key, data in rows.values_list("pk", "session_data")}
-    else:  # another engine reads each session its own way (a cache, a file)
-        sessions = {key: store(key).load() for key in keys}
+def held_of(readings: Readings, credentials: set[Credential]) -> set[Credential]:
+    """Return those of `credentials` that still let their stream in, by `readings`.
+
+    A session, as `reports.routing.session_user` checks one handshake: it exists and has
+    not expired; it names the stream's user, who may still log in through the backend the
+    session names; and its hash of the password is still the user's (a password change
+    logs every other session out). A token: it exists, and its user is active."""
+    sessions = dict(readings.sessions_loaded)
+    if readings.session_rows:
+        decode = import_module(settings.SESSION_ENGINE).SessionStore().decode
+        sessions.update((key, decode(data)) for key, data in readings.session_rows.items())
     pk = auth.get_user_model()._meta.pk
-    claims = {}
-    for key, session in sessions.items():
+    backends: dict[str, object] = {}
+    held: set[Credential] = set()
+    for credential in credentials:
+        if isinstance(credential, TokenCredential):
+            if credential.digest in readings.digests:
+                held.add(credential)
+            continue
+        session = sessions.get(credential.key)
+        user = readings.users.get(credential.user_id)
+        if session is None or user is None:
+            continue
         try:
             user_id = pk.to_python(session[auth.SESSION_KEY])
             backend = session[auth.BACKEND_SESSION_KEY]
         except (KeyError, ValueError, ValidationError):
             continue
-        if backend in settings.AUTHENTICATION_BACKENDS:
-            claims[key] = user_id, backend, session.get(auth.HASH_SESSION_KEY)
-    users = auth.get_user_model()._default_manager.in_bulk({c[0] for c in claims.values()})
-    backends = {path: auth.load_backend(path) for _, path, _ in claims.values()}
-    held = []
-    for credential in credentials:
-        user_id, backend, session_hash = claims.get(credential.key, (None, None, None))
-        user = users.get(user_id)
-        if user is None or user_id != credential.user_id:
+        if user_id != credential.user_id or backend not in settings.AUTHENTICATION_BACKENDS:
             continue
-        may_log_in = getattr(backends[backend], "user_can_authenticate", lambda user: True)
-        if may_log_in(user) and session_hash_holds(session_hash, user):
-            held.append(credential)
+        if backend not in backends:
+            backends[backend] = auth.load_backend(backend)
+        may_log_in = getattr(backends[backend], "user_can_authenticate", None)
+        if may_log_in is not None and not may_log_in(user):
+            continue
+        if session_hash_holds(session.get(auth.HASH_SESSION_KEY), user):
+            held.add(credential)
     return held
 
 
@@ -172,7 +201,9 @@ class _Rechecks:
         if not streams:
             return
         try:
-            held = await on_shared_db(still_held)({s.credential for s in streams})
+            round_ = {s.credential for s in streams}
+            readings = await on_shared_db(read)(round_)
+            held = await in_blocking_pool(held_of)(readings, round_)
         except Exception:
             log.warning("could not check the open streams' credentials", exc_info=True)
             return

@@ -656,16 +656,16 @@ async def test_a_check_of_the_pages_sessions_runs_the_same_queries_however_many_
     task, bobs_task = await queued_task(alice), await queued_task(bob)
     await claim(task)
     await claim(bobs_task)
-    still_held = credentials.still_held
+    read = credentials.read
     checks = []
 
-    def counted(held):
+    def counted(round_):
         with CaptureQueriesContext(connections["default"]) as queries:
-            found = still_held(held)
+            found = read(round_)
         checks.append([q["sql"] for q in queries.captured_queries])
         return found
 
-    monkeypatch.setattr(credentials, "still_held", counted)
+    monkeypatch.setattr(credentials, "read", counted)
     pages = [await live_page(task, await session_cookie(alice))]
     await credentials.check_now()
     for n in range(11):

@@ -605,16 +605,16 @@ async def test_a_check_of_the_streams_credentials_runs_the_same_queries_however_
     await claim(task)
     bobs_task = await db(make_task)(owner=bob)
     await claim(bobs_task)
-    still_held = credentials.still_held
+    read = credentials.read
     checks = []
 
-    def counted(held):
+    def counted(round_):
         with CaptureQueriesContext(connection) as queries:
-            found = still_held(held)
+            found = read(round_)
         checks.append([q["sql"] for q in queries.captured_queries])
         return found
 
-    monkeypatch.setattr(credentials, "still_held", counted)
+    monkeypatch.setattr(credentials, "read", counted)
     streams = []
 
     async def open_streams(count: int) -> None:
