@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db.models import DurationField, ExpressionWrapper, F, Sum, prefetch_related_objects
 from django.db.models.functions import Now
 
-from reports import budgets, events, wording
+from reports import budgets, events, rendering, wording
 from reports.events import AttemptText, TaskState
 from reports.models import (
     TERMINAL,
@@ -399,7 +399,8 @@ def outcome_context(task: Task, state: TaskState) -> dict[str, Any]:
         "incomplete": incomplete_context(state),
         "partial": state.partial,
         "download_name": download_names.report_file_name(task),
-        "report_html": task.report_html if succeeded else "",
+        # Under the page's own title, which names the documents.
+        "report_html": rendering.under_page_title(task.report_html) if succeeded else "",
         "late_cancel": succeeded and task.cancel_requested_at is not None,
         "cost": cost_words(task),  # settled in the same transaction as the end
         "plan_notice": plan_notice(task),

@@ -156,6 +156,17 @@ _md.add_render_rule("link_open", _render_link_open)
 _md.add_render_rule("image", _render_image)
 
 
+# A heading's tag in rendered, cleaned HTML: nh3 leaves headings no attribute.
+_HEADING_TAG = re.compile(r"<(/?)h([1-5])>")
+
+
+def under_page_title(report_html: str) -> str:
+    """Return a rendered report with each heading a level down (h1 to h2 … h5 to h6), for a
+    page whose own h1 names the documents: a page has one h1, and the report's title and
+    sections sit under it."""
+    return _HEADING_TAG.sub(lambda m: f"<{m[1]}h{int(m[2]) + 1}>", report_html)
+
+
 def render_markdown(text: str) -> str:
     """Render report Markdown to HTML that is safe to put in the page."""
     tokens = _md.parse(text)

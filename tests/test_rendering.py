@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from reports.rendering import render_markdown
+from reports.rendering import render_markdown, under_page_title
 
 REL = 'rel="nofollow noopener noreferrer"'
 
@@ -88,6 +88,15 @@ def test_headings_lists_and_code_survive_the_second_pass():
     assert "<li><em>a</em> <strong>b</strong></li>" in html
     assert "<ol>" in html
     assert "<pre><code>x = 1 &lt; 2\n</code></pre>" in html
+
+
+def test_under_a_page_title_each_heading_is_a_level_down_and_text_is_left_alone():
+    markdown = "# T\n\n## S\n\n###### deep\n\nA `<h1>` in code, and <h2> as text.\n"
+    html = under_page_title(render_markdown(markdown))
+    assert "<h2>T</h2>" in html and "<h3>S</h3>" in html
+    assert "<h6>deep</h6>" in html  # no h7: the deepest stays
+    assert "<code>&lt;h1&gt;</code>" in html and "&lt;h2&gt; as text" in html
+    assert "<h1" not in html
 
 
 def test_table_alignment_is_a_class_not_an_inline_style():

@@ -264,7 +264,9 @@ def test_succeeded_task_page_shows_the_rendered_report_and_download(alice_client
     response = alice_client.get(f"/tasks/{task.pk}/")
     html = response.content.decode()
     assert 'data-task-status="succeeded"' in html
-    assert re.search(r"<article[^>]*data-report-rendered(?![^>]*hidden)[^>]*>\s*<h1>", html)
+    # The report's title under the page's own, which names the documents: one h1 a page.
+    assert re.search(r"<article[^>]*data-report-rendered(?![^>]*hidden)[^>]*>\s*<h2>", html)
+    assert html.count("<h1") == 1
     assert f'href="/api/tasks/{task.pk}/result"' in html
     assert "data-download" in html
     assert 'data-action="cancel"' not in html

@@ -75,7 +75,7 @@ def test_a_reader_who_followed_to_the_end_gets_the_report_from_its_title(
     expect(page.locator("[data-task-status]")).to_have_attribute(
         "data-task-status", "succeeded", timeout=60_000
     )
-    expect(page.locator("[data-report-rendered] h1")).to_be_in_viewport()
+    expect(page.locator("[data-report-rendered] h2:first-child")).to_be_in_viewport()
 
 
 def test_try_again_from_a_failed_page_lands_on_a_new_task(open_page, slow_server, sample_file):
@@ -146,7 +146,7 @@ def test_the_partial_text_downloads_and_the_report_copies_and_downloads_as_pdf(
     page.click("[data-action=copy]")
     expect(page.locator("[data-copy-outcome]")).to_have_text("Copied.")
     copied = page.evaluate("() => navigator.clipboard.readText()")
-    assert copied.startswith(page.locator("[data-report-rendered] h1").inner_text())
+    assert copied.startswith(page.locator("[data-report-rendered] h2:first-child").inner_text())
 
     # As Markdown: the saved report, sources and all, as the download has it.
     page.click("[data-action=copy-markdown]")

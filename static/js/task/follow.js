@@ -99,7 +99,7 @@ export class Follow {
       window.scrollBy(0, report.getBoundingClientRect().top - bar - 8);
       return;
     }
-    for (const block of report.querySelectorAll("h1, h2, h3, h4, p, li, td, th")) {
+    for (const block of report.querySelectorAll("h1, h2, h3, h4, h5, h6, p, li, td, th")) {
       if (words(block.textContent).includes(place.text)) {
         window.scrollBy(0, block.getBoundingClientRect().top - place.y);
         return;
