@@ -121,3 +121,12 @@ def test_lists_and_tables_survive_in_the_pdf():
 
     for shown in ("spring tides reach 4 m", "Northgate 12", "Southwick 9", "depth = 12"):
         assert shown in text
+
+
+def test_a_numbered_list_broken_by_a_paragraph_goes_on_in_the_pdf():
+    report = "# T\n\n1. Tides\n2. Currents\n\nA survey of both.\n\n3. Depths\n4. Wrecks\n"
+    document = pypdfium2.PdfDocument(pdf.render(html.standalone(report)))
+    text = document[0].get_textpage().get_text_range()
+
+    # WeasyPrint writes the markers after the page's text, in order.
+    assert re.findall(r"^\s*(\d+)\.", text, re.M) == ["1", "2", "3", "4"], text
