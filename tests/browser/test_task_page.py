@@ -56,8 +56,10 @@ def test_text_streams_then_the_report_is_rendered_once_it_succeeded(
     wait_for_status(page, "succeeded")
     rendered = page.locator("[data-report-rendered]")
     expect(rendered).to_be_visible()
-    expect(rendered.locator("h1")).to_have_count(1)
-    expect(rendered.locator("h2", has_text="Summary")).to_be_visible()
+    # One h1 a page, the documents' name: the report's title and sections sit under it.
+    expect(page.locator("h1")).to_have_count(1)
+    expect(rendered.locator("h2")).to_have_count(1)
+    expect(rendered.locator("h3", has_text="Summary")).to_be_visible()
     expect(page.locator("[data-report-stream]")).to_be_hidden()
     expect(page.locator("[data-incomplete]")).to_be_hidden()
     expect(page.locator("[data-action=cancel]")).to_have_count(0)

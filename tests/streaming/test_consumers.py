@@ -227,7 +227,7 @@ async def test_replays_after_seq_then_goes_live_filling_a_dropped_message(alice)
     text = "".join(final)
     assert 'data-task-status="succeeded"' in text
     assert 'hx-swap-oob="true"' in text
-    assert "<h1>Done</h1>" in text and "data-download" in text
+    assert "<h2>Done</h2>" in text and "data-download" in text  # under the page's h1
     assert deltas(final) == []
     assert {int(BATCH_SEQ.search(m)[1]) for m in final} == {8}
     assert closed == {"type": "websocket.close", "code": 1000}
