@@ -426,6 +426,14 @@ async def test_idle_pages_hold_no_asyncio_task_of_their_own(alice, settings):
     assert running["_Heartbeats._tick"] <= 1  # one ticker for every open page
     assert running["_Rechecks._tick"] <= 1  # one check of every open stream's session
     assert not [name for name in running if name.startswith("TaskConsumer")]
+    # nor a finished one: its send over, a page keeps no done task and its coroutine
+    open_pages = list(consumers._heartbeats.consumers)
+    assert len(open_pages) == len(pages)
+    for _ in range(500):  # the last sends end as the loop runs on
+        if all(page.sending is None for page in open_pages):
+            break
+        await asyncio.sleep(0.01)
+    assert [page.sending for page in open_pages] == [None] * len(pages)
     # Besides the pages: the feed's listener, the poller, the two tickers and the layer's
     # receiver.
     assert len(asyncio.all_tasks()) - before <= 2 * len(pages) + 5

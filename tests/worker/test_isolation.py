@@ -15,6 +15,7 @@ stream would have written nothing during it, one gap as long as the whole span.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import threading
 import time
@@ -23,6 +24,7 @@ from datetime import datetime
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.db import connection, connections
+from django.utils import translation
 
 from reports import events, submissions, threads
 from reports.clock import Clock
@@ -188,6 +190,23 @@ async def stream_beside(worker: Supervisor, streams: Streams, streaming: Task, m
     streams.stop()
     await worker.wait_for_attempts()
     return await sync_to_async(Task.objects.get)(pk=other.pk)
+
+
+async def test_a_call_on_the_shared_database_thread_leaves_the_callers_context_alone():
+    # Left to asgiref, every variable of the call's context would be copied back into the
+    # caller's, Django's Locals as new objects each time, and kept for as long as the
+    # calling task lives: an idle page's, hours.
+    marker = contextvars.ContextVar("marker", default="unset")
+
+    def touch() -> str:
+        marker.set("set on the thread")
+        translation.deactivate_all()  # one of Django's Locals
+        return marker.get()
+
+    language = translation.get_language()
+    assert await threads.on_shared_db(touch)() == "set on the thread"
+    assert marker.get() == "unset"
+    assert translation.get_language() == language is not None
 
 
 async def test_a_slow_document_does_not_stop_another_stream(alice, make_task, settings):
