@@ -3,6 +3,8 @@ a docs/api.md error body, never a 500, and no private answer may be kept by a ca
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.test import Client
 
@@ -59,6 +61,18 @@ def test_an_unexpected_error_in_the_api_is_answered_as_json(alice_client, monkey
     client = Client(raise_request_exception=False)
     client.force_login(Task.objects.get().owner)
     assert_refused(client.get("/api/tasks"), 500, "internal_error")
+
+
+def test_a_post_to_the_event_stream_is_a_json_405_with_or_without_a_csrf_token(alice, alice_token):
+    """The stream is read-only: a POST is told its method, never shown the CSRF page."""
+    token = Client(enforce_csrf_checks=True, headers={"Authorization": f"Bearer {alice_token}"})
+    session = Client(enforce_csrf_checks=True)
+    session.force_login(alice)
+    for client in (token, session):
+        response = client.post(f"/api/tasks/{uuid.uuid4()}/events")
+        assert response.status_code == 405
+        assert response.json()["error"]["code"] == "method_not_allowed"
+        assert response["Allow"] == "GET"
 
 
 # --- private answers are not cached ---------------------------------------------------------
