@@ -19,9 +19,10 @@ def page_number(raw: str | None) -> int | None:
     whole number from 1 to MAX_PAGE written in ASCII digits."""
     if raw is None:
         return 1
-    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_PAGE):
+    # Its length first: int() refuses to read a number of thousands of digits.
+    if not (raw.isascii() and raw.isdigit() and len(raw.lstrip("0")) <= len(str(MAX_PAGE))):
         return None
-    return int(raw)
+    return int(raw) if 1 <= int(raw) <= MAX_PAGE else None
 
 
 @dataclass(frozen=True)

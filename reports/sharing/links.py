@@ -28,7 +28,9 @@ def read_days(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_DAYS
     raw = raw.strip()
-    if not (raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_DAYS):
+    # Its length first: int() refuses to read a number of thousands of digits.
+    short = raw.isascii() and raw.isdigit() and len(raw.lstrip("0")) <= len(str(MAX_DAYS))
+    if not (short and 1 <= int(raw) <= MAX_DAYS):
         raise ApiError(
             400, "invalid_request", f"expires_in_days must be a whole number from 1 to {MAX_DAYS}."
         )
