@@ -50,8 +50,7 @@ SIGNED_OUT = 4401
 def resume_point(query_string: bytes) -> int | None:
     """Return the seq to resume after (0 when not given), or None when it is malformed."""
     values = parse_qs(query_string.decode("latin-1")).get("after", ["0"])
-    raw = values[-1]
-    return int(raw) if raw.isascii() and raw.isdigit() else None
+    return follower.read_seq(values[-1])
 
 
 class TaskConsumer(AsyncWebsocketConsumer):

@@ -39,7 +39,18 @@ from reports.threads import on_shared_db
 # up to this many times REPORTS_POLL_S; any event brings it back. (Benchmark 6: 50 idle
 # task pages at a steady 0.5 s poll cost 7.6% of the machine.)
 IDLE_BACKOFF = 4
+# Larger than any seq a task reaches (the events' seq is a 64-bit integer in the table).
+PAST_EVERY_EVENT = 2**63 - 1
 log = logging.getLogger(__name__)
+
+
+def read_seq(raw: str) -> int | None:
+    """Return the seq a client's resume point names, or None when it is not a non-negative
+    integer in ASCII digits. One of thousands of digits (which int() refuses to read) is
+    past every event, as any seq past a task's last is: it reads as PAST_EVERY_EVENT."""
+    if not (raw.isascii() and raw.isdigit()):
+        return None
+    return int(raw) if len(raw.lstrip("0")) <= 18 else PAST_EVERY_EVENT
 
 
 def group_name(task_id) -> str:

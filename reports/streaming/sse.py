@@ -30,9 +30,10 @@ def resume_point(request: HttpRequest) -> int:
     raw = request.headers.get("Last-Event-ID")
     if raw is None:
         raw = request.GET.get("after", "0")
-    if not raw.isdigit() or not raw.isascii():
+    after = follower.read_seq(raw)
+    if after is None:
         raise ApiError(400, "invalid_request", "The resume point must be a non-negative integer.")
-    return int(raw)
+    return after
 
 
 def credential_of(request: HttpRequest, user) -> credentials.Credential:

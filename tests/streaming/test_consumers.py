@@ -308,8 +308,9 @@ async def test_a_finished_task_with_nothing_after_seq_closes_at_once(alice):
     await comm.disconnect()
 
 
+@pytest.mark.parametrize("after", ["100000", "9" * 5000])
 async def test_a_resume_point_past_the_end_of_a_running_task_still_closes_at_its_end(
-    alice, settings
+    alice, settings, after
 ):
     """No event past the last exists: the page goes on from the last one, gets the end,
     and the socket closes, giving its user's stream slot back."""
@@ -318,7 +319,7 @@ async def test_a_resume_point_past_the_end_of_a_running_task_still_closes_at_its
     run = await claim(task)
     await persist_delta(run, "seen")
     cookie = await session_cookie(alice)
-    comm = communicator(task.pk, cookie=cookie, after=100000)
+    comm = communicator(task.pk, cookie=cookie, after=after)
     assert (await comm.connect())[0]
     later = await persist_delta(run, "later")
     await broadcast.publish([later])

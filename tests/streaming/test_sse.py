@@ -215,6 +215,22 @@ async def test_resuming_at_or_past_the_end_of_a_finished_task_answers_204(
     assert response.content == b""
 
 
+@pytest.mark.parametrize("resume", ["after", "Last-Event-ID"])
+async def test_a_resume_point_of_thousands_of_digits_is_past_the_end(
+    alice_async, make_task, worker, resume
+):
+    """A whole number too long for int() to read is still one past the last event."""
+    task = await finished(make_task, worker)
+    point = "9" * 5000
+    if resume == "after":
+        response = await alice_async.get(f"/api/tasks/{task.pk}/events?after={point}")
+    else:
+        response = await alice_async.get(
+            f"/api/tasks/{task.pk}/events", headers={"Last-Event-ID": point}
+        )
+    assert response.status_code == 204
+
+
 @pytest.mark.parametrize(
     ("query", "headers"),
     [
