@@ -10,5 +10,7 @@ urlpatterns = [
     path("", include("reports.urls")),
 ]
 
-# Under /api/ a path nothing serves answers JSON, as the API's other errors do.
+# Under /api/ a path nothing serves, or an error no view caught, answers JSON, as the
+# API's other errors do.
 handler404 = "reports.serving.errors.not_found"
+handler500 = "reports.serving.errors.internal_error"

@@ -1,13 +1,13 @@
 """The error answers: the API's one JSON error of docs/api.md, {"error": {"code",
 "message"}}, never cached; and the answers of a request nothing else answered (`handler404`,
-`CSRF_FAILURE_VIEW`)."""
+`handler500`, `CSRF_FAILURE_VIEW`)."""
 
 from __future__ import annotations
 
 from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.utils.cache import patch_cache_control
-from django.views.defaults import page_not_found
+from django.views.defaults import page_not_found, server_error
 
 
 def json_error(status: int, code: str, message: str, headers: dict | None = None) -> JsonResponse:
@@ -30,6 +30,17 @@ def not_found(request, exception=None) -> HttpResponse:
     if request.path.startswith("/api/"):
         return json_error(404, "not_found", "Nothing is served at this address of the API.")
     return page_not_found(request, exception)
+
+
+def internal_error(request) -> HttpResponse:
+    """The 500 of an error no view answered (`handler500`): under /api/ the API's own JSON
+    error, as `reports.auth` answers its views' (the event stream is not one of them);
+    elsewhere the product's page. Django has logged its traceback."""
+    if request.path.startswith("/api/"):
+        return json_error(
+            500, "internal_error", "Something went wrong on our side; try again later."
+        )
+    return server_error(request)
 
 
 # A form refused by its CSRF check was almost always left open while its session changed:

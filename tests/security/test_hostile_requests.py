@@ -63,6 +63,18 @@ def test_an_unexpected_error_in_the_api_is_answered_as_json(alice_client, monkey
     assert_refused(client.get("/api/tasks"), 500, "internal_error")
 
 
+def test_an_unexpected_error_in_the_event_stream_is_answered_as_json(alice, monkeypatch):
+    from reports.streaming import sse
+
+    def broken(user, task_id):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(sse, "owned_task", broken)
+    client = Client(raise_request_exception=False)
+    client.force_login(alice)
+    assert_refused(client.get(f"/api/tasks/{uuid.uuid4()}/events"), 500, "internal_error")
+
+
 def test_a_post_to_the_event_stream_is_a_json_405_with_or_without_a_csrf_token(alice, alice_token):
     """The stream is read-only: a POST is told its method, never shown the CSRF page."""
     token = Client(enforce_csrf_checks=True, headers={"Authorization": f"Bearer {alice_token}"})
