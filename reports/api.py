@@ -19,7 +19,7 @@ from django.http.request import RawPostDataException
 from django.urls import reverse
 
 from reports import exports, lifecycle, presentation, storage, submissions
-from reports.auth import NOT_FOUND, ApiError, api_view, owned_task
+from reports.auth import NOT_FOUND, ApiError, api_view, owned_task, raise_if_upload_stopped
 from reports.models import Status, Task
 from reports.observability import tracing
 from reports.serving import download_names, paging
@@ -83,6 +83,8 @@ def retry(request: HttpRequest, user, task_id) -> JsonResponse:
     task = owned_task(user, task_id)
     key = submission_form.read_idempotency_key(request)
     raw = request.POST.get("instructions")
+    # A form the upload limits stopped lost what came after the cut: maybe the instructions.
+    raise_if_upload_stopped(request)
     instructions = None if raw is None else submission_form.read_instructions(raw)
     return _submitted(request, user, submissions.resubmission(task, key, instructions))
 

@@ -4,7 +4,7 @@ through the API (POST /api/tasks/<id>/retry) and from the task page."""
 import pytest
 
 from reports.models import Budget, Document, Task
-from tests.helpers import run_all, submit, task_of
+from tests.helpers import assert_refused, run_all, submit, task_of
 
 pytestmark = pytest.mark.django_db
 
@@ -43,6 +43,28 @@ def test_retry_with_instructions_replaces_them(alice_client, failed):
     )
     assert response.status_code == 201
     assert task_of(response).instructions == "Focus on risks."
+
+
+def test_retry_whose_form_was_cut_by_the_upload_limit_is_413_and_makes_nothing(
+    alice_client, failed, settings
+):
+    """The instructions after an oversize part were never read: not a retry without them."""
+    settings.REPORTS_MAX_FILE_MB = 1
+    boundary = "ReportlineBoundary7f3a"
+    body = (
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="extra"; filename="big.txt"\r\n\r\n'
+        + "x"
+        * (2 * 1024 * 1024)
+        + f"\r\n--{boundary}\r\n"
+        'Content-Disposition: form-data; name="instructions"\r\n\r\n'
+        f"Focus on risks.\r\n--{boundary}--\r\n"
+    )
+    response = alice_client.post(
+        f"/api/tasks/{failed.pk}/retry", body, f"multipart/form-data; boundary={boundary}"
+    )
+    assert_refused(response, 413, "file_too_large")
+    assert Task.objects.count() == 1
 
 
 def test_retry_with_a_token_needs_no_csrf(failed, alice_token):
