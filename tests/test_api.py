@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 import threading
 import uuid
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -565,6 +567,21 @@ def test_a_wrong_method_is_405_in_json(alice_client, make_task, method, path, al
     assert response["Allow"] == allowed
     task.refresh_from_db()
     assert task.status == "queued"
+
+
+def test_every_error_code_the_api_answers_is_in_its_docs():
+    """A script handles the codes docs/api.md names: the API answers no other."""
+    reports = Path(__file__).resolve().parent.parent / "reports"
+    error = re.compile(r'(?:ApiError|json_error)\(\s*\d+,\s*"([a-z_]+)"')
+    codes = {
+        code
+        for source in reports.rglob("*.py")
+        if "observability" not in source.parts  # /metrics: docs/observability.md
+        for code in error.findall(source.read_text())
+    }
+    docs = (reports.parent / "docs" / "api.md").read_text()
+    assert "not_found" in codes and "csrf_failed" in codes
+    assert sorted(code for code in codes if f"`{code}`" not in docs) == []
 
 
 # --- download, timing, cancel -------------------------------------------------------------
