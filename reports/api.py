@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from reports import exports, lifecycle, presentation, storage, submissions
 from reports.auth import NOT_FOUND, ApiError, api_view, owned_task, raise_if_upload_stopped
-from reports.models import Status, Task
+from reports.models import TERMINAL, Status, Task
 from reports.observability import tracing
 from reports.serving import download_names, paging
 from reports.serving.admissions import admits_tasks
@@ -112,8 +112,10 @@ def result(request: HttpRequest, user, task_id) -> FileResponse:
         raise ApiError(
             400, "invalid_request", f"format must be one of {', '.join(exports.FORMATS)}."
         )
+    if task.status in TERMINAL and task.status != Status.SUCCEEDED:
+        raise ApiError(404, "not_found", f"There is no report: the task ended {task.status}.")
     if task.status != Status.SUCCEEDED:
-        raise ApiError(404, "not_found", "The report is not ready: the task has not succeeded.")
+        raise ApiError(404, "not_found", f"The report is not ready yet: the task is {task.status}.")
     try:
         report = (
             storage.open_result(task.result_id)

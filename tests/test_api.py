@@ -21,6 +21,7 @@ from django.utils.crypto import get_random_string
 from reports.models import Document, Status, Task
 from tests.helpers import (
     SAMPLE,
+    assert_refused,
     run_all,
     saved_report,
     store_passages,
@@ -608,10 +609,13 @@ def test_the_result_downloads_as_an_attachment_matching_its_checksum(alice_clien
 def test_the_result_is_404_until_the_task_succeeded(alice_client, worker, scenario):
     task = task_of(submit(alice_client, scenario=scenario))
     queued = alice_client.get(f"/api/tasks/{task.pk}/result")
-    assert queued.status_code == 404 and error_of(queued) == "not_found"
+    assert_refused(queued, 404, "not_found", "not ready yet", "queued")
     run_all(worker)
-    expected = 200 if scenario == "ok" else 404
-    assert alice_client.get(f"/api/tasks/{task.pk}/result").status_code == expected
+    ended = alice_client.get(f"/api/tasks/{task.pk}/result")
+    if scenario == "ok":
+        assert ended.status_code == 200
+    else:  # a report that will never come is not said to be on its way
+        assert_refused(ended, 404, "not_found", "no report", "ended failed")
 
 
 def timing(client, task, payload, content_type="application/json"):
