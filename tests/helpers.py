@@ -397,3 +397,19 @@ def claim_concurrently(claimers: int, **options) -> list:
         t.join()
     assert errors == []
     return claims
+
+
+def form_cut_short(field: str, value: str) -> tuple[str, str]:
+    """Return a multipart form, and its content type, whose `field` comes after a 2 MB
+    file part: under a 1 MB file limit, the upload limit stops reading before the field."""
+    boundary = "ReportlineBoundary7f3a"
+    body = (
+        f"--{boundary}\r\n"
+        'Content-Disposition: form-data; name="extra"; filename="big.txt"\r\n\r\n'
+        + "x"
+        * (2 * 1024 * 1024)
+        + f"\r\n--{boundary}\r\n"
+        f'Content-Disposition: form-data; name="{field}"\r\n\r\n'
+        f"{value}\r\n--{boundary}--\r\n"
+    )
+    return body, f"multipart/form-data; boundary={boundary}"

@@ -4,7 +4,7 @@ through the API (POST /api/tasks/<id>/retry) and from the task page."""
 import pytest
 
 from reports.models import Budget, Document, Task
-from tests.helpers import assert_refused, run_all, submit, task_of
+from tests.helpers import assert_refused, form_cut_short, run_all, submit, task_of
 
 pytestmark = pytest.mark.django_db
 
@@ -50,19 +50,8 @@ def test_retry_whose_form_was_cut_by_the_upload_limit_is_413_and_makes_nothing(
 ):
     """The instructions after an oversize part were never read: not a retry without them."""
     settings.REPORTS_MAX_FILE_MB = 1
-    boundary = "ReportlineBoundary7f3a"
-    body = (
-        f"--{boundary}\r\n"
-        'Content-Disposition: form-data; name="extra"; filename="big.txt"\r\n\r\n'
-        + "x"
-        * (2 * 1024 * 1024)
-        + f"\r\n--{boundary}\r\n"
-        'Content-Disposition: form-data; name="instructions"\r\n\r\n'
-        f"Focus on risks.\r\n--{boundary}--\r\n"
-    )
-    response = alice_client.post(
-        f"/api/tasks/{failed.pk}/retry", body, f"multipart/form-data; boundary={boundary}"
-    )
+    body, content_type = form_cut_short("instructions", "Focus on risks.")
+    response = alice_client.post(f"/api/tasks/{failed.pk}/retry", body, content_type)
     assert_refused(response, 413, "file_too_large")
     assert Task.objects.count() == 1
 

@@ -16,7 +16,7 @@ from django.test import Client
 from reports import rendering
 from reports.models import ShareLink, Status, Task, sharing
 from reports.sharing import throttle
-from tests.helpers import SAMPLE, run_all, store_passages, submit, task_of
+from tests.helpers import SAMPLE, form_cut_short, run_all, store_passages, submit, task_of
 
 pytestmark = pytest.mark.django_db
 
@@ -174,19 +174,8 @@ def test_a_link_lasts_one_to_ninety_days(alice_client, report, days):
 def test_a_form_cut_by_the_upload_limit_makes_no_link(alice_client, report, settings):
     """The days after an oversize part were never read: not a link of the default 7."""
     settings.REPORTS_MAX_FILE_MB = 1
-    boundary = "ReportlineBoundary7f3a"
-    body = (
-        f"--{boundary}\r\n"
-        'Content-Disposition: form-data; name="extra"; filename="big.txt"\r\n\r\n'
-        + "x"
-        * (2 * 1024 * 1024)
-        + f"\r\n--{boundary}\r\n"
-        'Content-Disposition: form-data; name="expires_in_days"\r\n\r\n'
-        f"1\r\n--{boundary}--\r\n"
-    )
-    response = alice_client.post(
-        f"/api/tasks/{report.pk}/share", body, f"multipart/form-data; boundary={boundary}"
-    )
+    body, content_type = form_cut_short("expires_in_days", "1")
+    response = alice_client.post(f"/api/tasks/{report.pk}/share", body, content_type)
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "file_too_large"
     assert not ShareLink.objects.exists()
