@@ -27,6 +27,9 @@ def new_secret() -> str:
 def register(user, url) -> WebhookEndpoint:
     """Register `url` for the user's tasks, or raise Invalid. The returned endpoint's
     secret is the only time it is shown."""
+    # Counted before the address is looked up too: a user at the limit costs no lookup,
+    # which may wait seconds on a name server the user chose.
+    _refuse_past_limit(user)
     try:
         addresses.resolve(url)
     except addresses.Refused as exc:
@@ -35,11 +38,13 @@ def register(user, url) -> WebhookEndpoint:
         # Counted under the user's own row lock (PostgreSQL; SQLite writes alone anyway),
         # so two requests at once cannot pass the limit together.
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-        if WebhookEndpoint.objects.filter(user=user).count() >= MAX_ENDPOINTS:
-            raise Invalid(
-                f"You have {MAX_ENDPOINTS} endpoints, the most allowed; remove one first."
-            )
+        _refuse_past_limit(user)
         return WebhookEndpoint.objects.create(user=user, url=url, secret=new_secret())
+
+
+def _refuse_past_limit(user) -> None:
+    if WebhookEndpoint.objects.filter(user=user).count() >= MAX_ENDPOINTS:
+        raise Invalid(f"You have {MAX_ENDPOINTS} endpoints, the most allowed; remove one first.")
 
 
 def owned(user, endpoint_id) -> WebhookEndpoint | None:
