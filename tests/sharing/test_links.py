@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 import pytest
@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.core.cache.backends.redis import RedisCache
 from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
 from reports import rendering
 from reports.models import ShareLink, Status, Task, sharing
@@ -166,6 +167,26 @@ def test_a_report_not_written_cannot_be_shared(alice_client, make_task):
 @pytest.mark.parametrize("days", ["0", "91", "-1", "7.5", "seven", "", "9" * 5000])
 def test_a_link_lasts_one_to_ninety_days(alice_client, report, days):
     response = share(alice_client, report, expires_in_days=days)
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
+    assert not ShareLink.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "days"), [({"expires_in_days": 1}, 1), ({}, 7), ({"expires_in_days": "3"}, 3)]
+)
+def test_a_json_body_is_read_as_the_form_is(alice_client, report, body, days):
+    response = alice_client.post(f"/api/tasks/{report.pk}/share", body, "application/json")
+    assert response.status_code == 201, response.content
+    expires_at = datetime.fromisoformat(response.json()["expires_at"])
+    assert abs(expires_at - timezone.now() - timedelta(days=days)) < timedelta(minutes=1)
+
+
+@pytest.mark.parametrize(
+    "body", ['{"expires_in_days": 7.5}', '{"expires_in_days": true}', "[1]", "{"]
+)
+def test_a_json_body_without_a_whole_number_of_days_makes_no_link(alice_client, report, body):
+    response = alice_client.post(f"/api/tasks/{report.pk}/share", body, "application/json")
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_request"
     assert not ShareLink.objects.exists()
