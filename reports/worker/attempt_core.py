@@ -160,6 +160,10 @@ class Call:
     _last_text_at: float = field(init=False)
     _read_at: float = field(init=False)  # when the reading last moved on
     _first_read: tuple[float, float] | None = field(default=None, init=False)
+    # The first reading the server said was whole, with its time: the one to learn the rate
+    # from. A report written in sections (the `local` provider's skeleton) is several calls
+    # in one stream, and each later one reads only the few tokens its cache lacks.
+    _whole_read: ReadingProgress | None = field(default=None, init=False)
     _reading_shown_at: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -242,6 +246,8 @@ class Call:
                     self._read_at = now  # reading is progress: the silence starts again
                 if self._first_read is None and item.time_ms is not None:
                     self._first_read = (now, item.time_ms)
+            if self._whole_read is None and item.time_ms and item.processed >= item.total:
+                self._whole_read = item
             self.reading = item
         elif isinstance(item, Completed):
             self.usage = item.usage
@@ -382,7 +388,7 @@ class Call:
     def reading_taken(self) -> tuple[int, float] | None:
         """(tokens, seconds) the server took to read this call's prompt, to learn the
         rate from: its own timing, else the usage and the first text's wait."""
-        reading = self.reading
+        reading = self._whole_read or self.reading
         if reading is not None and reading.time_ms:
             return reading.processed - reading.cached, reading.time_ms / 1000
         tokens = self.usage.input_tokens

@@ -134,3 +134,17 @@ def test_reading_progress_writes_no_text():
     c = call()
     decisions = c.receive(progress(10, 20, time_ms=10), 0.0)
     assert not [d for d in decisions if isinstance(d, Write)]
+
+
+def test_a_report_written_in_sections_teaches_the_rate_of_its_first_reading():
+    # The `local` provider's skeleton: the Summary's call reads the whole prompt, the
+    # Key points' call only the few tokens its cache lacks. The rate is the first one's.
+    c = call()
+    c.receive(progress(0, 708, time_ms=0.0), 0.1)
+    c.receive(progress(708, 708, time_ms=6546.0), 6.6)
+    c.receive(TextDelta("# T\n\n## Summary\n\nIn short, trees cool streets."), 6.7)
+    c.receive(ReadingProgress(708, 708, cached=0, time_ms=6546.0), 9.0)  # its timings
+    c.receive(progress(921, 921, time_ms=80.0, cached=913), 9.2)  # the next section's
+    c.receive(TextDelta("\n\n## Key points\n\n- Shade helps."), 9.3)
+    c.receive(ReadingProgress(921, 921, cached=913, time_ms=80.0), 12.0)
+    assert c.reading_taken() == (708, pytest.approx(6.546))
