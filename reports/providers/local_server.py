@@ -23,9 +23,16 @@ PARENT_CHECK_S = 1.0
 STOP_GRACE_S = 3.0  # the server's own shutdown, at most
 
 
-def serve(args: argparse.Namespace) -> None:
-    import xllamacpp as xlc
+# Tokens the server reads of a prompt at a time. llama-server says how far it has read
+# after each batch; at its default of 2,048 a page of text is one batch, and the page would
+# show "0 of 1,326 tokens" until the reading is over. 512 is the size of the batches it
+# computes in anyway (its n_ubatch), so it reads no slower; a CPU reading 100-200 tokens a
+# second reports every few seconds, and the page counts down in between.
+BATCH_TOKENS = 512
 
+
+def server_params(xlc, args: argparse.Namespace):
+    """Return xllamacpp's parameters for `args`."""
     params = xlc.CommonParams()
     params.model.path = args.model
     params.model_alias = args.alias
@@ -34,10 +41,19 @@ def serve(args: argparse.Namespace) -> None:
     # llama-server splits its context between the slots: each slot's window is n_ctx / slots.
     params.n_ctx = args.context * args.slots
     params.n_parallel = args.slots
+    params.n_batch = args.batch
+    params.n_ubatch = min(params.n_ubatch, args.batch)
     params.cpuparams.n_threads = args.threads
     params.cpuparams_batch.n_threads = args.threads
     params.endpoint_metrics = True
     params.endpoint_slots = True
+    return params
+
+
+def serve(args: argparse.Namespace) -> None:
+    import xllamacpp as xlc
+
+    params = server_params(xlc, args)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -67,6 +83,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--context", type=int, default=4096, help="tokens of each slot")
     parser.add_argument("--slots", type=int, default=2, help="requests served at once")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads")
+    parser.add_argument(
+        "--batch", type=int, default=BATCH_TOKENS, help="prompt tokens read at a time"
+    )
     return parser.parse_args(argv)
 
 

@@ -297,3 +297,15 @@ def test_an_unknown_report_shape_stops_the_server_at_start_up():
     loaded = project_settings(REPORTS_PROVIDER="local", REPORTS_LOCAL_REPORT_SHAPE="fancy")
     assert loaded.returncode != 0
     assert "REPORTS_LOCAL_REPORT_SHAPE must be one of skeleton, grammar, free" in loaded.stderr
+
+
+def test_the_model_server_reads_a_prompt_in_batches_small_enough_to_show_progress(installed):
+    # llama-server reports its reading once a batch: at its default of 2,048 tokens a page
+    # of text is one batch, and the page would show "0 of 1,326 tokens" until it is read.
+    import xllamacpp
+
+    from reports.providers.local_server import arguments, server_params
+
+    params = server_params(xllamacpp, arguments(["--model", "m.gguf", "--slots", "2"]))
+    assert params.n_batch == params.n_ubatch == 512
+    assert (params.n_ctx, params.n_parallel) == (8192, 2)
