@@ -44,6 +44,9 @@ class GenerationRequest:
     # The beginning of the answer, written for the model, which continues it: a report's
     # skeleton up to the section it is asked for (the `local` provider's small models).
     prefill: str = ""
+    # The report's title, for the call that writes a plan's report from notes, which
+    # shows neither the documents nor their passages: the skeleton begins with it.
+    title: str = ""
 
 
 @dataclass(frozen=True)

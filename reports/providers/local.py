@@ -312,7 +312,8 @@ class LocalProvider(OpenAIProvider):
         and a section the model leaves blank stays blank: a skeleton alone never passes
         validation."""
         sent = ""  # what went out
-        pending = f"# {report_writer.title_of(request.documents, request.passages)}"
+        title = request.title or report_writer.title_of(request.documents, request.passages)
+        pending = f"# {title}"
         usages: list[Usage] = []
         request_id = None
         for heading, lead, cap in prompts.SKELETON_SECTIONS:

@@ -15,6 +15,7 @@ from django.db.models.functions import Now
 from reports.models import PlanCall, Status, Task
 from reports.parsers.passages import Passage
 from reports.parsers.planning import FINAL, PART, Plan, Step
+from reports.providers import report_writer
 from reports.providers.base import GenerationRequest, SourceDocument, Usage
 from reports.providers.prompts import COMBINE, NOTES, PROMPT_VERSION, REPORT
 from reports.worker.leases import Claim
@@ -177,4 +178,5 @@ def request_for(
         notes=tuple(notes[key] for key in step.reads),
         max_output_tokens=plan.report_tokens if final else plan.notes_tokens,
         read_by_ocr=read_by_ocr if final else (),
+        title=report_writer.title_of(documents, passages) if final else "",
     )

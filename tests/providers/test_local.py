@@ -309,3 +309,25 @@ def test_the_model_server_reads_a_prompt_in_batches_small_enough_to_show_progres
     params = server_params(xllamacpp, arguments(["--model", "m.gguf", "--slots", "2"]))
     assert params.n_batch == params.n_ubatch == 512
     assert (params.n_ctx, params.n_parallel) == (8192, 2)
+
+
+async def test_a_report_written_from_a_plans_notes_keeps_the_documents_title(scripted):
+    # A long document is read in parts; the report's call reads only their notes, yet its
+    # title is the document's, as a report of one call's would be, not "Analysis report".
+    from reports.parsers import planning
+    from reports.worker.plan_store import TaskInput, request_for
+
+    server, provider = scripted
+    documents = (SourceDocument("harbours.md", SAMPLE),)
+    passages = cut(documents)
+    plan = planning.make(passages, "", planning.Counting(2_500, 300, 1.0, 64))
+    assert not plan.single
+    notes = {step.key: "- Tidal power is steady. [S1]" for step in plan.notes_steps}
+    request = request_for(TaskInput("t", 1, "", "ok"), plan.final, plan, passages, notes, documents)
+    server.queue(
+        Reply(text=(" tidal power", " is steady [S1]."), usage=usage(400, 6, 0)),
+        Reply(text=("Narrow entrances help [S1].",), usage=usage(420, 9, 410)),
+    )
+    async with contextlib.aclosing(provider.stream(request)) as items:
+        text = "".join([item.text async for item in items if isinstance(item, TextDelta)])
+    assert text.startswith("# Tidal energy in small harbours\n\n## Summary\n\nIn short,")
