@@ -129,6 +129,8 @@ class AttemptRun:
         self.notes_usage: list[Usage] = []  # the usage of the notes calls this attempt made
         self.done = 0  # the plan's calls finished, reused ones included
         self._label = ""  # the plan's latest progress label
+        # The labels of the plan's calls under way, by call key, in the order they began.
+        self._under_way: dict[str, str] = {}
         self._unsent: list[Event] = []  # committed, not yet fanned out
         self._announcing: asyncio.Task | None = None  # fanning them out
         self._probe_answered = False  # as the circuit's probe, told it the provider answered
@@ -514,10 +516,15 @@ class AttemptRun:
 
     async def _notes_call(self, plan: Plan, step: Step, request: GenerationRequest):
         """Make one notes call and save its end; return its outcome when it failed."""
-        await self._progress(planning.progress_label(plan, step))
-        await threads.on_worker_thread(plan_store.mark_started)(self.task_id, step.key)
-        started = self.clock.monotonic()
-        call, outcome = await self._call(request, report=False)
+        label = planning.progress_label(plan, step)
+        self._under_way[step.key] = label
+        try:
+            await self._progress(label)
+            await threads.on_worker_thread(plan_store.mark_started)(self.task_id, step.key)
+            started = self.clock.monotonic()
+            call, outcome = await self._call(request, report=False)
+        finally:
+            del self._under_way[step.key]
         succeeded = outcome.status == Status.FINALIZING or _notes_kept(call, outcome)
         usage = call_usage(
             call.usage,
@@ -553,8 +560,16 @@ class AttemptRun:
             return outcome
         self.notes[step.key] = end.notes
         self.done += 1
-        await self._progress(planning.progress_label(plan, step))
+        await self._progress(self._still_read())
         return None
+
+    def _still_read(self) -> str:
+        """The label the page keeps once a call of the plan ended: the latest one's while it
+        is still under way, else that of the latest call still under way. Calls run side by
+        side end in any order, and the page says what is being read, not what was."""
+        if self._label in self._under_way.values():
+            return self._label
+        return next(reversed(self._under_way.values()), self._label)
 
     async def _progress(self, label: str) -> None:
         """Persist and fan out how far the plan has come."""

@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import re
+import threading
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import connections
 from django.template.loader import render_to_string
 
 from reports import events, presentation
@@ -308,3 +311,40 @@ def test_notes_that_do_not_fit_one_call_are_combined_in_rounds(alice, server):
     final = server.requests[-1].body["messages"][1]["content"]
     last = max(step[4] for step in task.plan["steps"] if step[1] == "part")
     assert "[S1]" in final and f"[S{last}]" in final  # the citations survived the rounds
+
+
+def test_a_part_that_ends_beside_one_still_read_leaves_the_status_on_that_one(
+    alice, server, worker
+):
+    # Parts run side by side: the first part to reach the model is held while the other
+    # ends. The status line then names the part still being read, not the one just done.
+    hold = threading.Event()
+    server.faults[1] = Reply(cite=True, hold=hold)
+    task = make_submission(alice, DOCUMENT)
+
+    def release() -> None:
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not hold.is_set():
+                rows = TaskEvent.objects.filter(task=task, type=events.PROGRESS)
+                if any(row.data.get("done") for row in rows):
+                    break
+                time.sleep(0.05)
+        finally:
+            hold.set()
+            connections.close_all()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    run_all(worker)
+    releaser.join()
+    assert Task.objects.get(pk=task.pk).status == "succeeded"
+    held = 1 if "[S1] (" in notes_requests(server)[0] else 2
+    replayed, _ = events_after(task.pk, 0)
+    state, labels = None, []
+    for event in replayed:
+        state = events.fold([event], state)
+        if event.type == events.PROGRESS:
+            labels.append((state.progress.done, state.progress.label))
+    first_end = next(label for done, label in labels if done == 1)
+    assert first_end.startswith(f"Reading part {held} of "), labels[:4]
