@@ -17,7 +17,7 @@ from reports import budgets, presentation, submissions
 from reports.auth import MB, ApiError
 from reports.models import Task
 from reports.parsers import SUPPORTED_EXTENSIONS
-from reports.providers import SCENARIOS
+from reports.providers import SCENARIOS, provider_class
 from reports.serving import paging
 from reports.streaming.consumers import HEARTBEAT_S
 from reports.submissions import form as submission_form
@@ -43,7 +43,10 @@ def home(request: HttpRequest) -> HttpResponse:
         context.update(
             # A fresh key per render: a double click or a resubmitted form makes one task.
             idempotency_key=str(uuid.uuid4()),
-            scenarios=SCENARIOS if settings.REPORTS_ALLOW_SCENARIOS else (),
+            # Offered only where the provider plays them: a real model ignores the choice.
+            scenarios=SCENARIOS
+            if settings.REPORTS_ALLOW_SCENARIOS and provider_class().plays_scenarios
+            else (),
             max_files=settings.REPORTS_MAX_FILES,
             max_file_mb=f"{settings.REPORTS_MAX_FILE_MB:g}",
             max_request_mb=f"{settings.REPORTS_MAX_REQUEST_MB:g}",

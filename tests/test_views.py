@@ -97,6 +97,14 @@ def test_scenario_picker_only_where_allowed(alice_client, settings):
     assert b'name="scenario"' not in alice_client.get("/").content
 
 
+def test_no_scenario_picker_for_a_real_model_which_would_ignore_it(alice_client, settings):
+    # The demo on a local model allows scenarios, but only the simulated provider plays them.
+    settings.REPORTS_ALLOW_SCENARIOS = True
+    assert b'name="scenario"' in alice_client.get("/").content
+    settings.REPORTS_PROVIDER = "openai"
+    assert b'name="scenario"' not in alice_client.get("/").content
+
+
 def test_home_list_fragment_for_htmx(alice_client, worker):
     task_of(submit(alice_client))
     run_all(worker)

@@ -147,6 +147,8 @@ class Provider(ABC):
     # Whether its calls teach the provider's figures (reading rate, concurrency limit):
     # a simulation's timings and 429s are made up, and would teach nothing true.
     learns_from_calls: bool = True
+    # Whether it plays the submission's `scenario` (misbehaving on purpose); others ignore it.
+    plays_scenarios: bool = False
     # Whether its calls run inside the worker's own process: a call of a lost worker died
     # with it, so what it cost is known (the prompt, and the text it had written, if any).
     in_process: bool = False

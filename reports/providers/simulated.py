@@ -46,6 +46,7 @@ def _unstructured(report: str) -> str:
 class SimulatedProvider(Provider):
     name = "simulated"
     learns_from_calls = False
+    plays_scenarios = True
     in_process = True
 
     def __init__(
