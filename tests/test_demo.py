@@ -2,7 +2,13 @@
 the product's own pages, never Django's debug page."""
 
 import io
+import os
+import signal
+import socket
+import subprocess
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -14,6 +20,8 @@ from reports import presentation
 from tests.helpers import submit, task_of
 
 pytestmark = pytest.mark.django_db
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def signed_in(client: Client) -> bool:
@@ -86,3 +94,29 @@ def test_a_server_error_shows_the_products_page(production, alice_client, monkey
     assert response.status_code == 500
     assert b'data-error-page="500"' in response.content
     assert b"a bug" not in response.content
+
+
+def test_a_second_demo_on_a_port_in_use_says_so_and_stops(tmp_path):
+    # The server would announce itself, log that it cannot listen, and wait for ever.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        demo = subprocess.Popen(
+            [str(ROOT / "scripts" / "demo")],
+            env={**os.environ, "PORT": str(port), "REPORTS_DATA_DIR": str(tmp_path)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            _, stderr = demo.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.communicate()
+            pytest.fail("the demo did not stop on a port in use")
+    assert demo.returncode == 1
+    assert f"Port {port} of 127.0.0.1 is already in use" in stderr
+    assert time.monotonic() - started < 10  # before any install or set-up
