@@ -364,10 +364,17 @@ def plan_notice(task: Task) -> str:
     if not parts:
         return ""
     calls = (task.plan or {}).get("calls") or parts + 1
+    if parts == 1:
+        # The documents fit a call of notes, but not one with room to write the report.
+        return (
+            "Read in two steps: the documents and the report together were longer than one "
+            "call of the model holds, so it first wrote notes on the documents, then the "
+            f"report from the notes ({calls} calls in all). Every passage was read."
+        )
     return (
-        f"Read in {parts} part{'s' if parts != 1 else ''}: the documents were longer than "
-        f"one call of the model reads, so it wrote notes on each part and then the report "
-        f"from the notes ({calls} calls in all). Every passage was read."
+        f"Read in {parts} parts: the documents were longer than one call of the model "
+        f"reads, so it wrote notes on each part and then the report from the notes "
+        f"({calls} calls in all). Every passage was read."
     )
 
 

@@ -37,3 +37,18 @@ def test_the_upload_form_carries_what_a_plan_is_estimated_from(alice_client, set
     assert int(found["call-chars"]) < 20_000 * 3 and int(found["part-chars"]) > 0
     assert found["max-calls"] == "30"
     assert "data-plan-estimate" in page
+
+
+def test_a_document_read_as_notes_first_in_one_part_is_not_said_to_be_in_parts(
+    alice_client, make_task
+):
+    # The documents fit one call of notes, but not one with room for the report: one part.
+    task = make_task()
+    task.plan = {"parts": 1, "rounds": 0, "calls": 2}
+    task.save(update_fields=["plan"])
+    page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    notice = re.search(r"<p id=\"task-plan\"[^>]*>(.*?)</p>", page, re.S).group(1)
+    assert notice.startswith("Read in two steps: ")
+    assert "1 part" not in notice and "each part" not in notice
+    home = alice_client.get("/").content.decode()
+    assert re.findall(r"<span data-plan>(.*?)</span>", home) == ["read in two steps"]

@@ -34,5 +34,9 @@ export function planWords(chars, sizes, more = false) {
   if (parts + 1 > sizes.maxCalls) {
     return `${head}, and more than a report may read: they would need about ${parts + 1} calls of the model, over the limit of ${sizes.maxCalls}, so they would be refused. Choose fewer or shorter documents.`;
   }
+  if (parts === 1) {
+    // They fit one call of notes, but not one with room for the report.
+    return `${head}, so they will be read in two steps: notes on them first, then one call writes the report from the notes.`;
+  }
   return `${head}, so they will be read in about ${parts} parts: notes on each part, then one call writes the report from the notes.`;
 }
