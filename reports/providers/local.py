@@ -18,6 +18,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -324,6 +325,7 @@ class LocalProvider(OpenAIProvider):
                 max_output_tokens=_share(cap, request.max_output_tokens),
             )
             completed, blank = None, ""
+            numbers = _ItemNumbers() if lead == "- " else None
             async with contextlib.aclosing(super().stream(section)) as items:
                 async for item in items:
                     if isinstance(item, Completed):
@@ -331,14 +333,28 @@ class LocalProvider(OpenAIProvider):
                     elif not isinstance(item, TextDelta):
                         yield item
                     elif pending is None:
-                        sent += item.text
-                        yield item
+                        text = numbers.feed(item.text) if numbers else item.text
+                        if text:
+                            sent += text
+                            yield TextDelta(text)
                     elif not item.text.strip():
                         blank += item.text
                     else:
-                        text = pending + lead + blank + item.text
-                        sent, pending = sent + text, None
-                        yield TextDelta(text)
+                        model, blank = blank + item.text, ""
+                        if numbers:
+                            model = numbers.feed(model)
+                        if model:
+                            text = pending + lead + model
+                            sent, pending = sent + text, None
+                            yield TextDelta(text)
+            held = numbers.flush() if numbers else ""
+            if held and pending is None:
+                sent += held
+                yield TextDelta(held)
+            elif held:
+                text = pending + lead + held
+                sent, pending = sent + text, None
+                yield TextDelta(text)
             if completed is None:
                 return  # no completion signal: the runner calls the stream truncated
             usages.append(completed.usage)
@@ -375,6 +391,44 @@ class LocalProvider(OpenAIProvider):
                 retry=Retry.RETRYABLE,
                 plain=True,
             ) from None
+
+
+class _ItemNumbers:
+    """Take out the numbers a small model puts after a bullet's "- " ("- 1. Costs are
+    low." renders as a numbered list inside a bulleted one) and the spaces it puts there
+    ("-  Costs"), as the text streams: the start of an item is held only until it is
+    clear whether it is such a number ("- 3.5 % more" and "- 2022: figures" are kept)."""
+
+    _NUMBER = re.compile(r" *\d{1,2}[.)] ")
+    _MAY_BECOME = re.compile(r" *(\d{1,2}[.)]?)?")
+
+    def __init__(self) -> None:
+        self.line = "- "  # the current line so far: our lead begins the first item
+        self.held = ""  # the start of an item not yet known to be a number or not
+
+    def feed(self, text: str) -> str:
+        out = []
+        for char in text:
+            if self.line == "- " or self.held:  # at the start of an item
+                self.held += char
+                if self._NUMBER.fullmatch(self.held) or self._MAY_BECOME.fullmatch(self.held):
+                    continue  # spaces, a number or the start of one so far: wait for more
+                kept = self.held.lstrip(" ")
+                number = self._NUMBER.match(kept)
+                kept = kept[number.end() :] if number else kept
+                out.append(kept)
+                self.held = ""
+                # The character that settled it ends the item's start, or the line.
+                self.line = "" if kept.endswith("\n") else "- " + kept
+            else:
+                out.append(char)
+                self.line = "" if char == "\n" else self.line + char
+        return "".join(out)
+
+    def flush(self) -> str:
+        """Return what is held when the section ends."""
+        held, self.held = self.held, ""
+        return "" if self._NUMBER.fullmatch(held) or not held.strip(" ") else held
 
 
 def _sum(usages: list[Usage]) -> Usage:

@@ -331,3 +331,28 @@ async def test_a_report_written_from_a_plans_notes_keeps_the_documents_title(scr
     async with contextlib.aclosing(provider.stream(request)) as items:
         text = "".join([item.text async for item in items if isinstance(item, TextDelta)])
     assert text.startswith("# Tidal energy in small harbours\n\n## Summary\n\nIn short,")
+
+
+async def test_numbers_the_model_puts_after_our_bullets_are_taken_out_as_they_stream(scripted):
+    # SmolLM2 often answers "- " with "1. …", then "- 2. …": a numbered list inside the
+    # bulleted one ("•  1. …" on the page). Numbers that are the point's own stay.
+    server, provider = scripted
+    server.queue(
+        Reply(text=(" tidal power", " is steady [S1]."), usage=usage(400, 6, 0)),
+        Reply(
+            text=(
+                "1",
+                ". Narrow entrances",
+                " help [S2].\n- 2",
+                ". Costs are low.\n- 3.5 % more power\n- 2022: a turbine [S1].",
+            ),
+            usage=usage(420, 30, 410),
+        ),
+    )
+    items = await streamed(provider)
+    text = "".join(item.text for item in items if isinstance(item, TextDelta))
+    assert text.endswith(
+        "## Key points\n\n- Narrow entrances help [S2].\n- Costs are low.\n"
+        "- 3.5 % more power\n- 2022: a turbine [S1]."
+    )
+    assert validate_report(text, max_kb=200) == []
