@@ -467,9 +467,11 @@ def budget_context(budget) -> dict[str, str]:
 def cost_words(task: Task) -> str:
     """Return what the task cost, or holds, in plain words; "" before budgets existed."""
     if task.cost_status == CostStatus.RESERVED:
+        if not task.reserved_micros:  # a model with no price: nothing is held
+            return "free: its model has no price"
         return f"up to {budgets.usd(task.reserved_micros)} reserved from your budget"
     if task.cost_status == CostStatus.SETTLED:
-        return f"cost {budgets.usd(task.cost_micros or 0)}"
+        return f"cost {budgets.usd(task.cost_micros)}" if task.cost_micros else "cost nothing"
     if task.cost_status == CostStatus.RELEASED:
         return "cost nothing"
     if task.cost_status == CostStatus.PENDING_RECONCILIATION:

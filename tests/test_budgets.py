@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
-from reports import budgets, events
+from reports import budgets, events, presentation
 from reports.clock import Clock
 from reports.models import Attempt, Budget, Document, Status, Task
 from reports.providers.base import Completed, ProviderError, Retry, TextDelta, Usage
@@ -509,6 +509,16 @@ def test_a_free_model_that_wrote_a_report_is_settled_at_zero_not_released(
     run_all(scripted_worker(whole_report))
     task = refreshed(task)
     assert (task.status, task.cost_status, task.cost_micros) == ("succeeded", "settled", 0)
+    assert presentation.cost_words(task) == "cost nothing"  # not "cost $0.00"
+
+
+def test_a_report_of_a_free_model_holds_nothing_and_says_so_while_it_runs(make_task, settings):
+    settings.REPORTS_PRICES = {"extractive": {"input": 0, "output": 0, "cached_input": 0}}
+    task = make_task()
+    claim_next_task("w")
+    task = refreshed(task)
+    assert (task.cost_status, task.reserved_micros) == ("reserved", 0)
+    assert presentation.cost_words(task) == "free: its model has no price"
 
 
 @pytest.mark.django_db(transaction=True)
