@@ -168,7 +168,10 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         if state.progress is not None and not has_text:
             context["stage"] = "reading"  # a plan of calls reads its parts first
             context["progress"] = state.progress
-            context["reading"] = reading_context(state.progress.reading)
+            # Only the report's call says how far it has read: in a plan of more than one
+            # call, that is the last, which reads the notes on the parts.
+            notes = state.progress.total > 1
+            context["reading"] = reading_context(state.progress.reading, notes=notes)
     elif value == Status.FINALIZING:
         context["detail"] = "checking and saving the report"
     elif value == Status.SUCCEEDED:
@@ -180,14 +183,16 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
     return context
 
 
-def reading_context(reading: events.Reading | None) -> dict[str, Any] | None:
+def reading_context(
+    reading: events.Reading | None, *, notes: bool = False
+) -> dict[str, Any] | None:
     """Return what the status line says while the model reads the report's prompt: how
     far, in words, and the time it should take yet (the page counts it down)."""
     if reading is None:
         return None
     eta = reading.eta_s
     return {
-        "words": wording.reading(reading.tokens_read, reading.tokens_total),
+        "words": wording.reading(reading.tokens_read, reading.tokens_total, notes=notes),
         "tokens_read": reading.tokens_read,
         "tokens_total": reading.tokens_total,
         "eta_s": eta,

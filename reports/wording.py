@@ -183,13 +183,18 @@ def _page_ranges(pages: Sequence[int]) -> str:
     return f"{'page' if len(set(pages)) == 1 else 'pages'} {listing}"
 
 
-def reading(tokens_read: int | None, tokens_total: int | None) -> str:
+# What the report's call of a plan of calls reads: the notes, not the documents.
+READING_NOTES = "The model is reading its notes"
+
+
+def reading(tokens_read: int | None, tokens_total: int | None, *, notes: bool = False) -> str:
     """Say how far the model has read: "The model is reading your document: 1,200 of
     3,500 tokens", or, where the server does not say, "The model is reading your
-    document…"."""
+    document…". `notes`: the report's call of a plan, which reads the notes on the parts."""
+    what = READING_NOTES if notes else READING
     if tokens_read is not None and tokens_total:
-        return f"{READING}: {tokens_read:,} of {tokens_total:,} tokens"
-    return f"{READING}…"
+        return f"{what}: {tokens_read:,} of {tokens_total:,} tokens"
+    return f"{what}…"
 
 
 def time_left(seconds: float) -> str:

@@ -42,7 +42,9 @@ def test_a_plans_final_call_keeps_its_count_of_calls(alice):
     progress = events.Progress(11, 12, "Writing the report from the notes", reading)
     html = status_line(make_submission(alice), progress)
     assert "Writing the report from the notes (11 of 12 calls done)</span> — " in html
-    assert "100 of 900 tokens</span>" in html and "data-reading-eta" not in html
+    # It reads the notes on the parts, not the document.
+    assert "The model is reading its notes: 100 of 900 tokens</span>" in html
+    assert "data-reading-eta" not in html
 
 
 def test_while_a_scan_is_read_by_ocr_the_status_line_says_which_page(alice):
