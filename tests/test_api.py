@@ -729,7 +729,9 @@ def test_a_source_passage_is_the_owners_alone(bob_client, client, make_task):
     assert anonymous.status_code == 401
 
 
-@pytest.mark.parametrize("path", ["/api/nonexistent", "/api/tasks/", "/api/tasks/x/y/z"])
+@pytest.mark.parametrize(
+    "path", ["/api", "/api/", "/api/nonexistent", "/api/tasks/", "/api/tasks/x/y/z"]
+)
 def test_an_address_the_api_does_not_serve_answers_its_json_404(alice_client, path):
     response = alice_client.get(path)
     assert response.status_code == 404

@@ -24,10 +24,15 @@ def asgi_headers(response) -> list[tuple[bytes, bytes]]:
     return [(name.encode("latin-1"), value.encode("latin-1")) for name, value in response.items()]
 
 
+def in_api(path: str) -> bool:
+    """Whether `path` is the API's: /api and what is under it, where a script reads JSON."""
+    return path == "/api" or path.startswith("/api/")
+
+
 def not_found(request, exception=None) -> HttpResponse:
     """The 404 of a path nothing serves (`handler404`): under /api/ the API's own JSON
     error, as a script reads every other answer there; elsewhere the product's page."""
-    if request.path.startswith("/api/"):
+    if in_api(request.path):
         return json_error(404, "not_found", "Nothing is served at this address of the API.")
     return page_not_found(request, exception)
 
@@ -36,7 +41,7 @@ def internal_error(request) -> HttpResponse:
     """The 500 of an error no view answered (`handler500`): under /api/ the API's own JSON
     error, as `reports.auth` answers its views' (the event stream is not one of them);
     elsewhere the product's page. Django has logged its traceback."""
-    if request.path.startswith("/api/"):
+    if in_api(request.path):
         return json_error(
             500, "internal_error", "Something went wrong on our side; try again later."
         )
