@@ -1,12 +1,19 @@
 """Which addresses a webhook may reach, checked when it is registered and again at each
 connection (a name may resolve elsewhere by then): never loopback, private, link-local,
 multicast, reserved, unspecified or a cloud's metadata service, unless
-REPORTS_WEBHOOK_ALLOW_PRIVATE is on. Cloud metadata stays refused even then."""
+REPORTS_WEBHOOK_ALLOW_PRIVATE is on. Cloud metadata stays refused even then.
+
+A lookup waits at most REPORTS_WEBHOOK_TIMEOUT_S, as a try's connection does: the name
+server is the URL's owner's to choose, and one that never answers would otherwise hold a
+request, or one of the worker's few senders, for as long as the system's resolver waits.
+"""
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -69,8 +76,11 @@ def resolve(url: str) -> Target:
     """Resolve the URL's host and return a target on an allowed address, or raise Refused
     (when any of its addresses is not allowed: a name that points inside is refused)."""
     scheme, host, port, path = parse(url)
+    wait_s = settings.REPORTS_WEBHOOK_TIMEOUT_S
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = _lookup(host, port).result(timeout=wait_s)
+    except TimeoutError:
+        raise Refused(f"The host {host} was not resolved within {wait_s:g} s.") from None
     except (OSError, UnicodeError):
         raise Refused(f"The host {host} cannot be resolved.") from None
     ips = [info[4][0] for info in infos]
@@ -83,3 +93,19 @@ def resolve(url: str) -> Target:
             "otherwise reserved address; webhooks go to public addresses only."
         )
     return Target(scheme, host, port, ips[0], path)
+
+
+def _lookup(host: str, port: int) -> Future:
+    """Look `host` up on a thread of its own, which the caller may stop waiting for: the
+    system's resolver cannot be interrupted, and a lookup that outlives its wait ends on
+    its own when the resolver gives up."""
+    found: Future = Future()
+
+    def run() -> None:
+        try:
+            found.set_result(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except BaseException as exc:  # handed to the caller, who reads it from the future
+            found.set_exception(exc)
+
+    threading.Thread(target=run, name="reportline-webhook-lookup", daemon=True).start()
+    return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 
@@ -20,20 +21,30 @@ def clock() -> FakeClock:
     return ahead
 
 
+# What the `dns` fixture maps a name to whose name server never answers.
+NO_ANSWER = "no answer"
+
+
 @pytest.fixture
-def dns(monkeypatch) -> dict[str, str]:
-    """Names the test maps to addresses (others resolve as usual); change it at any time."""
+def dns(monkeypatch):
+    """Names the test maps to addresses (others resolve as usual); change it at any time.
+    A name mapped to NO_ANSWER is looked up until the test ends, then not found."""
     names: dict[str, str] = {}
     real = socket.getaddrinfo
+    ended = threading.Event()
 
     def getaddrinfo(host, port, *args, **kwargs):
+        if names.get(host) == NO_ANSWER:
+            ended.wait()
+            raise socket.gaierror(socket.EAI_AGAIN, "the name server did not answer")
         if host in names:
             family = socket.AF_INET6 if ":" in names[host] else socket.AF_INET
             return [(family, socket.SOCK_STREAM, 6, "", (names[host], port))]
         return real(host, port, *args, **kwargs)
 
     monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    return names
+    yield names
+    ended.set()
 
 
 @pytest.fixture

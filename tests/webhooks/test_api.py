@@ -10,6 +10,7 @@ import pytest
 from reports.models import WebhookEndpoint
 from reports.webhooks import endpoints
 from tests.helpers import assert_refused
+from tests.webhooks.conftest import NO_ANSWER
 from tests.webhooks.receiver import PUBLIC_IP
 
 pytestmark = pytest.mark.django_db
@@ -67,6 +68,18 @@ def test_an_endpoint_that_is_not_a_public_http_address_is_refused(alice_client, 
     dns["inside.example.com"] = "127.0.0.1"
 
     assert_refused(register(alice_client, url), 400, "invalid_request", hint)
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_a_name_whose_server_never_answers_is_refused_in_a_tries_time(alice_client, dns, settings):
+    settings.REPORTS_WEBHOOK_TIMEOUT_S = 0.2
+    dns["hooks.example.com"] = NO_ANSWER
+    assert_refused(
+        register(alice_client, "https://hooks.example.com/"),
+        400,
+        "invalid_request",
+        "not resolved within 0.2 s",
+    )
     assert not WebhookEndpoint.objects.exists()
 
 

@@ -15,6 +15,7 @@ from reports.models import DeliveryStatus, Status, WebhookDelivery
 from reports.webhooks import endpoints
 from reports.webhooks.delivery import RETRY_DELAYS_S, claim_due, deliver_due
 from tests.helpers import run_all, whole_report
+from tests.webhooks.conftest import NO_ANSWER
 from tests.webhooks.receiver import PUBLIC_IP
 
 pytestmark = pytest.mark.django_db
@@ -107,6 +108,24 @@ def test_a_name_that_points_at_the_machine_by_delivery_time_is_not_connected(
     assert inbox.received == []
     delivery = WebhookDelivery.objects.get()
     assert delivery.status == "pending" and "127.0.0.1" in delivery.last_error
+
+
+def test_a_name_server_that_never_answers_fails_the_try_in_the_tries_time(
+    alice, make_task, receiver, dns, clock, settings
+):
+    # Its owner chose it; it must not hold one of the worker's few senders for longer.
+    settings.REPORTS_WEBHOOK_TIMEOUT_S = 0.3
+    inbox = receiver()
+    dns["hooks.example.test"] = PUBLIC_IP
+    endpoints.register(alice, inbox.url)
+    dns["hooks.example.test"] = NO_ANSWER
+    lifecycle.cancel_task(make_task())
+
+    assert deliver_due(clock) == 1
+
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == "pending" and "not resolved within 0.3 s" in delivery.last_error
+    assert delivery.next_attempt_at <= clock.wall() + timedelta(seconds=RETRY_DELAYS_S[0])
 
 
 def test_a_redirect_is_a_failure_not_followed(make_task, receiver, local_hook, clock):
