@@ -9,7 +9,7 @@ import pytest
 
 from reports.clock import FakeClock
 from reports.webhooks import endpoints
-from tests.webhooks.receiver import Receiver
+from tests.webhooks.receiver import NO_ANSWER, Receiver
 
 
 @pytest.fixture
@@ -19,10 +19,6 @@ def clock() -> FakeClock:
     ahead = FakeClock()
     ahead.advance(5)
     return ahead
-
-
-# What the `dns` fixture maps a name to whose name server never answers.
-NO_ANSWER = "no answer"
 
 
 @pytest.fixture

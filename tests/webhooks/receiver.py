@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 PUBLIC_IP = "93.184.215.14"  # any global address: the tests' resolver names it, nobody dials it
+# What the `dns` fixture maps a name to whose name server never answers.
+NO_ANSWER = "no answer"
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,7 @@ import pytest
 from reports.models import WebhookEndpoint
 from reports.webhooks import endpoints
 from tests.helpers import assert_refused
-from tests.webhooks.conftest import NO_ANSWER
-from tests.webhooks.receiver import PUBLIC_IP
+from tests.webhooks.receiver import NO_ANSWER, PUBLIC_IP
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,7 @@ from reports.models import DeliveryStatus, Status, WebhookDelivery
 from reports.webhooks import endpoints
 from reports.webhooks.delivery import RETRY_DELAYS_S, claim_due, deliver_due
 from tests.helpers import run_all, whole_report
-from tests.webhooks.conftest import NO_ANSWER
-from tests.webhooks.receiver import PUBLIC_IP
+from tests.webhooks.receiver import NO_ANSWER, PUBLIC_IP
 
 pytestmark = pytest.mark.django_db
 
