@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from functools import wraps
@@ -11,6 +12,7 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooMany
 from django.db import OperationalError
 from django.http import HttpRequest, JsonResponse
 from django.http.multipartparser import MultiPartParserError
+from django.http.request import RawPostDataException
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
@@ -93,6 +95,22 @@ def check_content_length(request: HttpRequest) -> None:
             "file_too_large",
             f"The upload is over the limit of {settings.REPORTS_MAX_REQUEST_MB:g} MB a request.",
         )
+
+
+def json_object(request: HttpRequest, max_bytes: int, usage: str) -> dict:
+    """Return a small JSON body as an object, or raise a 400 that says `usage` (how to send
+    it). Refused from its Content-Length (a number, by `check_content_length`) when it is
+    over `max_bytes`, before it is read."""
+    if int(request.META.get("CONTENT_LENGTH") or 0) > max_bytes:
+        raise ApiError(400, "invalid_request", f"The body is over {max_bytes:,} bytes.")
+    try:
+        # RawPostDataException: a form body, already parsed by a session caller's CSRF check.
+        body = json.loads(request.body)
+    except (ValueError, RawPostDataException):
+        body = None
+    if not isinstance(body, dict):
+        raise ApiError(400, "invalid_request", usage)
+    return body
 
 
 def api_view(methods: set[str]) -> Callable:

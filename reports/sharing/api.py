@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.http.request import RawPostDataException
 
-from reports.auth import ApiError, api_view, owned_task, raise_if_upload_stopped
+from reports.auth import api_view, json_object, owned_task, raise_if_upload_stopped
 from reports.sharing import links
 
 MAX_JSON_BYTES = 1024  # {"expires_in_days": 90}, with room to spare
@@ -35,14 +32,7 @@ def _days_in_json(request: HttpRequest) -> str | None:
     """Return `expires_in_days` of a JSON body as the form would carry it (None when
     absent). Read, not ignored: a link made for the default 7 days when 1 was asked for
     would outlive what its owner meant."""
-    if int(request.META.get("CONTENT_LENGTH") or 0) > MAX_JSON_BYTES:  # a number (reports.auth)
-        raise ApiError(400, "invalid_request", f"The body is over {MAX_JSON_BYTES:,} bytes.")
-    try:
-        body = json.loads(request.body or b"{}")
-    except (ValueError, RawPostDataException):
-        body = None
-    if not isinstance(body, dict):
-        raise ApiError(400, "invalid_request", 'Send {"expires_in_days": 7} as JSON, or a form.')
+    body = json_object(request, MAX_JSON_BYTES, 'Send {"expires_in_days": 7} as JSON, or a form.')
     value = body.get("expires_in_days")
     if value is None:
         return None

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.http.request import RawPostDataException
 
-from reports.auth import ApiError, api_view
+from reports.auth import ApiError, api_view, json_object
 from reports.webhooks import endpoints
 
 MAX_BODY_BYTES = 8192  # a URL of 2,000 characters, JSON-escaped, with room to spare
@@ -17,12 +14,10 @@ MAX_BODY_BYTES = 8192  # a URL of 2,000 characters, JSON-escaped, with room to s
 def webhooks(request: HttpRequest, user) -> JsonResponse:
     if request.method == "GET":
         return JsonResponse({"webhooks": endpoints.listing(user)})
-    if int(request.META.get("CONTENT_LENGTH") or 0) > MAX_BODY_BYTES:  # a number (reports.auth)
-        raise ApiError(400, "invalid_request", f"The body is over {MAX_BODY_BYTES:,} bytes.")
-    try:
-        url = json.loads(request.body)["url"]
-    except (ValueError, TypeError, KeyError, RawPostDataException):
-        raise ApiError(400, "invalid_request", 'Send {"url": "https://…"} as JSON.') from None
+    usage = 'Send {"url": "https://…"} as JSON.'
+    url = json_object(request, MAX_BODY_BYTES, usage).get("url")
+    if url is None:
+        raise ApiError(400, "invalid_request", usage)
     try:
         endpoint = endpoints.register(user, url)
     except endpoints.Invalid as exc:
