@@ -131,13 +131,51 @@ def place_in_line(position: int) -> str:
 NOTES_SO_FAR = "Notes on the parts read so far (the report itself was not written):"
 
 
-def progress(kind: str, number: int, of: int, label: str) -> str:
-    """Say in words which call of a plan is under way (a `progress` event's label)."""
+# A `progress` event's label when a plan's call just ended and none is under way: the
+# next one starts at once (or the attempt ends, and its status says how).
+BETWEEN_CALLS = "Starting the next call"
+
+
+def progress(
+    kind: str,
+    numbers: Sequence[int],
+    of: int,
+    labels: Sequence[str] = (),
+    *,
+    round_number: int = 0,
+    limit: int,
+) -> str:
+    """Say in words which calls of a plan are under way (a `progress` event's label), in
+    at most `limit` characters: one or several parts read side by side ("Reading part 3
+    of 12: Chapter 4", "Reading parts 2 and 3 of 12: Chapter 2; Chapter 3"), one round's
+    calls ("Combining notes, round 1: notes 2 and 3 of 3"), or the report's call.
+
+    `numbers` are the calls' places among the `of` of their kind (or of their round), in
+    order, and `labels` what each part reads. Several parts are named with their labels
+    only when all of them fit; one part's label is cut to fit."""
     if kind == "part":
-        return f"Reading part {number} of {of}: {label}"
+        head = f"Reading {'part' if len(numbers) == 1 else 'parts'} {_listed(numbers)} of {of}"
+        if len(numbers) == 1:
+            return _cut(f"{head}: {labels[0]}", limit) if labels else head
+        named = f"{head}: {'; '.join(labels)}"
+        if labels and len(named) <= limit:
+            return named
+        return head if len(head) <= limit else f"Reading {len(numbers)} of the {of} parts"
     if kind == "round":
-        return f"Combining notes, round {number}: {label}"
+        head = f"Combining notes, round {round_number}: "
+        said = f"{head}notes {_listed(numbers)} of {of}"
+        return said if len(said) <= limit else f"{head}{len(numbers)} of its {of} calls"
     return "Writing the report from the notes"
+
+
+def _listed(items: Sequence[object]) -> str:
+    """Return "3", "2 and 3", "2, 3 and 5"."""
+    words = [str(item) for item in items]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
 # A `progress` event's label while the model reads the report's prompt.
@@ -179,8 +217,7 @@ def _page_ranges(pages: Sequence[int]) -> str:
     named = [f"{a}" if a == b else f"{a}\u2013{b}" for a, b in runs[:OCR_NOTE_RANGES]]
     if len(runs) > OCR_NOTE_RANGES:
         named.append(f"{sum(b - a + 1 for a, b in runs[OCR_NOTE_RANGES:])} more")
-    listing = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
-    return f"{'page' if len(set(pages)) == 1 else 'pages'} {listing}"
+    return f"{'page' if len(set(pages)) == 1 else 'pages'} {_listed(named)}"
 
 
 # What the report's call of a plan of calls reads: the notes, not the documents.

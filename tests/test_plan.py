@@ -96,6 +96,55 @@ def test_a_part_is_labelled_by_its_sections_else_its_pages():
     assert planning.part_label([passage(1, 10, None, 3), passage(2, 10, None, 5)]) == "pages 3 to 5"
 
 
+def labelled_plan(labels: list[str]) -> planning.Plan:
+    """A plan of these parts, one round of three calls on their notes, and the report."""
+    parts = [
+        planning.Step(f"part-{n}", planning.PART, label, n, n)
+        for n, label in enumerate(labels, start=1)
+    ]
+    rounds = [
+        planning.Step(f"round-1-{n}", planning.ROUND, f"notes {n} of 3", reads=("part-1",))
+        for n in range(1, 4)
+    ]
+    final = planning.Step("final", planning.FINAL, "the notes", reads=("round-1-1",))
+    return planning.Plan((*parts, *rounds, final), 200, 1_000)
+
+
+def test_the_progress_label_names_every_call_under_way():
+    plan = labelled_plan([f"Chapter {n}" for n in range(1, 6)])
+    part = {n: plan.steps[n - 1] for n in range(1, 6)}
+    label = planning.progress_label
+    assert label(plan, part[3]) == "Reading part 3 of 5: Chapter 3"
+    # Side by side, in the plan's order whatever order they began in.
+    assert label(plan, part[3], part[2]) == "Reading parts 2 and 3 of 5: Chapter 2; Chapter 3"
+    assert label(plan, part[2], part[3], part[5]) == (
+        "Reading parts 2, 3 and 5 of 5: Chapter 2; Chapter 3; Chapter 5"
+    )
+    first, second, third = plan.steps[5:8]
+    assert label(plan, second) == "Combining notes, round 1: notes 2 of 3"
+    assert label(plan, third, first) == "Combining notes, round 1: notes 1 and 3 of 3"
+    assert label(plan, plan.final) == "Writing the report from the notes"
+    assert label(plan) == "Starting the next call"  # one call ended, none under way
+    with pytest.raises(ValueError):
+        label(plan, part[5], first)
+
+
+def test_the_progress_label_keeps_to_its_length_whatever_the_parts_read():
+    plan = labelled_plan(["A chapter with a long title " * 12, "Another, as long " * 12, "x"])
+    one, two, three = plan.steps[:3]
+    alone = planning.progress_label(plan, one)
+    assert alone.startswith("Reading part 1 of 3: A chapter with a long title")
+    assert len(alone) == planning.LABEL_CHARS and alone.endswith("\u2026")
+    # Two parts whose labels do not fit together are named by their numbers alone.
+    assert planning.progress_label(plan, two, one) == "Reading parts 1 and 2 of 3"
+    assert planning.progress_label(plan, two, three).startswith("Reading parts 2 and 3 of 3: ")
+    many = labelled_plan([f"Part {n}" for n in range(1, 121)])
+    under_way = many.steps[:100]
+    assert planning.progress_label(many, *under_way) == "Reading 100 of the 120 parts"
+    for labels in (under_way[:2], under_way[:10], under_way[:60], under_way[:1]):
+        assert len(planning.progress_label(many, *labels)) <= planning.LABEL_CHARS
+
+
 def test_too_many_calls_are_refused_saying_how_much_fits():
     passages = [passage(n, 1400, None, n) for n in range(1, 200)]
     counting = planning.Counting(4_096, 1_024, 3.0, max_calls=8)

@@ -225,13 +225,31 @@ def _rounds(
     return steps, level
 
 
-def progress_label(plan: Plan, step: Step) -> str:
-    """Say in words which call of the plan `step` is (wording.progress)."""
-    if step.kind == ROUND:
-        number = int(step.key.split("-")[1])
-        return wording.progress(ROUND, number, plan.counts()["rounds"], step.label)
-    parts = [s for s in plan.steps if s.kind == step.kind]
-    return wording.progress(step.kind, parts.index(step) + 1, len(parts), step.label)
+def progress_label(plan: Plan, *steps: Step) -> str:
+    """Say in words, in at most LABEL_CHARS, which calls of the plan are under way
+    (wording.progress): one, or several of one level read side by side (parts, or one
+    round's calls); none, between calls."""
+    if not steps:
+        return wording.BETWEEN_CALLS
+    steps = tuple(sorted(steps, key=plan.steps.index))
+    first = steps[0]
+    round_number = _round_of(first) if first.kind == ROUND else 0
+    level = [s for s in plan.steps if s.kind == first.kind and _round_of(s) == round_number]
+    if any(step not in level for step in steps):
+        raise ValueError("only calls of one level of the plan run side by side")
+    return wording.progress(
+        first.kind,
+        [level.index(step) + 1 for step in steps],
+        len(level),
+        [step.label for step in steps],
+        round_number=round_number,
+        limit=LABEL_CHARS,
+    )
+
+
+def _round_of(step: Step) -> int:
+    """Return the round a round's call belongs to ("round-2-3": 2); 0 for other calls."""
+    return int(step.key.split("-")[1]) if step.kind == ROUND else 0
 
 
 def part_label(passages: Sequence[Passage]) -> str:

@@ -129,8 +129,8 @@ class AttemptRun:
         self.notes_usage: list[Usage] = []  # the usage of the notes calls this attempt made
         self.done = 0  # the plan's calls finished, reused ones included
         self._label = ""  # the plan's latest progress label
-        # The labels of the plan's calls under way, by call key, in the order they began.
-        self._under_way: dict[str, str] = {}
+        # The plan's calls under way, by call key: the progress label names them all.
+        self._under_way: dict[str, Step] = {}
         self._unsent: list[Event] = []  # committed, not yet fanned out
         self._announcing: asyncio.Task | None = None  # fanning them out
         self._probe_answered = False  # as the circuit's probe, told it the provider answered
@@ -516,10 +516,9 @@ class AttemptRun:
 
     async def _notes_call(self, plan: Plan, step: Step, request: GenerationRequest):
         """Make one notes call and save its end; return its outcome when it failed."""
-        label = planning.progress_label(plan, step)
-        self._under_way[step.key] = label
+        self._under_way[step.key] = step
         try:
-            await self._progress(label)
+            await self._progress(self._being_read())
             await threads.on_worker_thread(plan_store.mark_started)(self.task_id, step.key)
             started = self.clock.monotonic()
             call, outcome = await self._call(request, report=False)
@@ -560,16 +559,14 @@ class AttemptRun:
             return outcome
         self.notes[step.key] = end.notes
         self.done += 1
-        await self._progress(self._still_read())
+        await self._progress(self._being_read())
         return None
 
-    def _still_read(self) -> str:
-        """The label the page keeps once a call of the plan ended: the latest one's while it
-        is still under way, else that of the latest call still under way. Calls run side by
-        side end in any order, and the page says what is being read, not what was."""
-        if self._label in self._under_way.values():
-            return self._label
-        return next(reversed(self._under_way.values()), self._label)
+    def _being_read(self) -> str:
+        """The label of every call of the plan under way, as one starts or ends. Calls run
+        side by side start and end in any order, and the page says what is being read, all
+        of it, and never what was."""
+        return planning.progress_label(self.plan, *self._under_way.values())
 
     async def _progress(self, label: str) -> None:
         """Persist and fan out how far the plan has come."""

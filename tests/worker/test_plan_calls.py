@@ -313,38 +313,62 @@ def test_notes_that_do_not_fit_one_call_are_combined_in_rounds(alice, server):
     assert "[S1]" in final and f"[S{last}]" in final  # the citations survived the rounds
 
 
-def test_a_part_that_ends_beside_one_still_read_leaves_the_status_on_that_one(
-    alice, server, worker
+@pytest.mark.parametrize("first_to_end", [1, 2])
+def test_the_status_line_names_every_part_read_side_by_side_and_none_that_ended(
+    alice, server, worker, first_to_end
 ):
-    # Parts run side by side: the first part to reach the model is held while the other
-    # ends. The status line then names the part still being read, not the one just done.
-    hold = threading.Event()
-    server.faults[1] = Reply(cite=True, hold=hold)
+    # Parts 1 and 2 are read side by side, both held at the model; one is let go, then,
+    # once its notes are saved and part 3 is under way, the other; part 3 is let go once
+    # part 4 is under way too.
+    holds = {n: threading.Event() for n in (1, 2, 3)}  # by the order the requests came
+    server.faults.update({n: Reply(cite=True, hold=hold) for n, hold in holds.items()})
     task = make_submission(alice, DOCUMENT)
+
+    def done() -> int:
+        rows = TaskEvent.objects.filter(task=task, type=events.PROGRESS)
+        return max((row.data["done"] for row in rows), default=0)
+
+    def until(condition) -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not condition():
+            time.sleep(0.02)
 
     def release() -> None:
         try:
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not hold.is_set():
-                rows = TaskEvent.objects.filter(task=task, type=events.PROGRESS)
-                if any(row.data.get("done") for row in rows):
-                    break
-                time.sleep(0.05)
+            until(lambda: len(server.requests) >= 2)
+            came_first = "[S1] (" in notes_requests(server)[0]
+            part = {1: holds[1 if came_first else 2], 2: holds[2 if came_first else 1]}
+            part[first_to_end].set()
+            until(lambda: done() >= 1 and len(server.requests) >= 3)
+            part[3 - first_to_end].set()
+            until(lambda: done() >= 2 and len(server.requests) >= 4)
         finally:
-            hold.set()
+            for hold in holds.values():
+                hold.set()
             connections.close_all()
 
     releaser = threading.Thread(target=release)
     releaser.start()
     run_all(worker)
     releaser.join()
-    assert Task.objects.get(pk=task.pk).status == "succeeded"
-    held = 1 if "[S1] (" in notes_requests(server)[0] else 2
+    task = Task.objects.get(pk=task.pk)
+    assert task.status == "succeeded", task.user_message
+    of = task.plan["parts"]
+    read = {n: task.plan["steps"][n - 1][2] for n in (1, 2, 3, 4)}  # what each part reads
+    assert "; " not in "".join(read.values()) and len(" ".join(read.values())) < 200
     replayed, _ = events_after(task.pk, 0)
     state, labels = None, []
     for event in replayed:
         state = events.fold([event], state)
         if event.type == events.PROGRESS:
             labels.append((state.progress.done, state.progress.label))
-    first_end = next(label for done, label in labels if done == 1)
-    assert first_end.startswith(f"Reading part {held} of "), labels[:4]
+    still = 3 - first_to_end
+    assert labels[:6] == [
+        (0, f"Reading part 1 of {of}: {read[1]}"),
+        (0, f"Reading parts 1 and 2 of {of}: {read[1]}; {read[2]}"),
+        (1, f"Reading part {still} of {of}: {read[still]}"),  # the one that ended is gone
+        (1, f"Reading parts {still} and 3 of {of}: {read[still]}; {read[3]}"),
+        (2, f"Reading part 3 of {of}: {read[3]}"),
+        (2, f"Reading parts 3 and 4 of {of}: {read[3]}; {read[4]}"),
+    ]
+    assert labels[-1] == (task.plan["calls"] - 1, "Writing the report from the notes")
