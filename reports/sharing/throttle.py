@@ -1,22 +1,20 @@
 """A rate limit per client address on the shared pages, so that link tokens cannot be
 tried in bulk and one address cannot flood the pages anyone may open.
 
-Counted in Django's cache as the login throttle counts failures (`reports.login_throttle`):
-per process by default, shared by every web process once `REDIS_URL` puts the cache in
-Redis. The address is `REMOTE_ADDR`, which behind the proxy of docs/production.md is the
-client's (uvicorn takes it from `X-Forwarded-For` as set by a proxy it trusts); an IPv6
-client is counted by its /64, the block one subscriber usually holds.
+Counted by `reports.serving.throttle`, in Django's cache: per process by default, shared by every
+web process once `REDIS_URL` puts the cache in Redis. The address is `REMOTE_ADDR`, which
+behind the proxy of docs/production.md is the client's (uvicorn takes it from
+`X-Forwarded-For` as set by a proxy it trusts); an IPv6 client is counted by its /64, the
+block one subscriber usually holds.
 """
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import math
-import time
 
 from django.conf import settings
-from django.core.cache import cache
+
+from reports.serving import throttle
 
 
 def client_block(request) -> str:
@@ -40,17 +38,9 @@ def wait_s(block: str) -> int:
     within it `REPORTS_SHARE_RATE_LIMIT` requests pass. Raises whatever the cache raises
     when it is out of reach.
     """
-    digest = hashlib.sha256(block.encode()).hexdigest()
-    count_key, since_key = f"shared-hits:{digest}", f"shared-hits-since:{digest}"
-    window = settings.REPORTS_SHARE_RATE_WINDOW_S
-    cache.add(since_key, time.time(), window)
-    cache.add(count_key, 0, window)
-    try:
-        count = cache.incr(count_key)
-    except ValueError:  # expired between add and incr
-        cache.set(count_key, 1, window)
-        count = 1
-    if count <= settings.REPORTS_SHARE_RATE_LIMIT:
-        return 0
-    since = cache.get(since_key) or time.time()
-    return max(1, math.ceil(since + window - time.time()))
+    return throttle.wait_s(
+        "shared-hits",
+        block,
+        settings.REPORTS_SHARE_RATE_LIMIT,
+        settings.REPORTS_SHARE_RATE_WINDOW_S,
+    )

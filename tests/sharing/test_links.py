@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from reports import rendering
 from reports.models import ShareLink, Status, Task, sharing
-from reports.sharing import throttle
+from reports.serving import throttle
 from tests.helpers import SAMPLE, form_cut_short, run_all, store_passages, submit, task_of
 
 pytestmark = pytest.mark.django_db
