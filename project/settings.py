@@ -428,6 +428,10 @@ REPORTS_MAX_STREAMS_PER_USER = env_int("REPORTS_MAX_STREAMS_PER_USER", 20, minim
 # one delivery may take.
 REPORTS_WEBHOOK_ALLOW_PRIVATE = env_bool("REPORTS_WEBHOOK_ALLOW_PRIVATE", False)
 REPORTS_WEBHOOK_TIMEOUT_S = env_number("REPORTS_WEBHOOK_TIMEOUT_S", 10, minimum=0.1)
+# Registrations a user may try in a window (429 rate_limited beyond that): each looks its
+# host up, and a lookup that outlives its wait keeps a thread until the resolver gives up.
+REPORTS_WEBHOOK_RATE_LIMIT = env_int("REPORTS_WEBHOOK_RATE_LIMIT", 10, minimum=1)
+REPORTS_WEBHOOK_RATE_WINDOW_S = env_int("REPORTS_WEBHOOK_RATE_WINDOW_S", 60, minimum=1)
 
 # --- Observability (docs/observability.md) -----------------------------------------------
 APP_VERSION = env_str("APP_VERSION")  # unset: the package version + the git commit

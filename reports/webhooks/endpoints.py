@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import base64
+import logging
 import secrets
 import uuid
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from reports.auth import ApiError
 from reports.models import WebhookEndpoint
+from reports.serving import throttle
 from reports.webhooks import addresses
+
+log = logging.getLogger(__name__)
 
 MAX_ENDPOINTS = 10  # a user's endpoints: each ended task is one delivery to each
 SECRET_BYTES = 32
@@ -30,6 +36,7 @@ def register(user, url) -> WebhookEndpoint:
     # Counted before the address is looked up too: a user at the limit costs no lookup,
     # which may wait seconds on a name server the user chose.
     _refuse_past_limit(user)
+    limit_rate(user)
     try:
         addresses.resolve(url)
     except addresses.Refused as exc:
@@ -40,6 +47,33 @@ def register(user, url) -> WebhookEndpoint:
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         _refuse_past_limit(user)
         return WebhookEndpoint.objects.create(user=user, url=url, secret=new_secret())
+
+
+def limit_rate(user) -> None:
+    """Count one registration the user tries; refuse it, before its host is looked up,
+    past REPORTS_WEBHOOK_RATE_LIMIT in the window: a lookup that outlives its wait keeps
+    its thread until the system's resolver gives up, so tries on a name server that never
+    answers must not come faster than those threads end. Counted in the cache, as a try
+    refused leaves no row to count; a count out of reach refuses the try too."""
+    limit, window = settings.REPORTS_WEBHOOK_RATE_LIMIT, settings.REPORTS_WEBHOOK_RATE_WINDOW_S
+    try:
+        wait = throttle.wait_s("webhook-registrations", str(user.pk), limit, window)
+    except Exception:  # each cache backend raises its own connection errors
+        log.exception("webhooks: the count of registrations is out of reach")
+        raise ApiError(
+            503,
+            "throttle_unavailable",
+            "Adding a webhook is unavailable for a moment; try again shortly.",
+            {"Retry-After": "5"},
+        ) from None
+    if wait:
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"You have tried to add {limit} webhook endpoints in the last {window} s; "
+            f"try again in {wait} s.",
+            {"Retry-After": str(wait)},
+        )
 
 
 def _refuse_past_limit(user) -> None:

@@ -9,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from reports.auth import ApiError
 from reports.webhooks import endpoints
 
 CREATED = "webhook_created"
@@ -21,7 +22,7 @@ def settings_page(request: HttpRequest) -> HttpResponse:
     # A new endpoint's secret goes through the session to the page the POST redirects to,
     # shown there once: reloading that page then neither shows it again nor adds another.
     context = {"error": None, "created": request.session.pop(CREATED, None), "url": ""}
-    status = 200
+    status, headers = 200, {}
     if request.method == "POST":
         url = request.POST.get("url", "")
         try:
@@ -29,11 +30,17 @@ def settings_page(request: HttpRequest) -> HttpResponse:
         except endpoints.Invalid as exc:
             context.update(error=str(exc), url=url[:2000])
             status = 400
+        except ApiError as exc:  # too many tries, or their count out of reach
+            context.update(error=exc.message, url=url[:2000])
+            status, headers = exc.status, exc.headers
         else:
             request.session[CREATED] = {"url": created.url, "secret": created.secret}
             return redirect("settings-webhooks")
     context["webhooks"] = endpoints.listing(request.user)
-    return render(request, "reports/webhooks.html", context, status=status)
+    response = render(request, "reports/webhooks.html", context, status=status)
+    for name, value in headers.items():
+        response[name] = value
+    return response
 
 
 @login_required

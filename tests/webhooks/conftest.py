@@ -1,4 +1,5 @@
-"""A resolver the test controls, a local receiver, and an endpoint of alice's on it."""
+"""A resolver the test controls, a local receiver, an endpoint of alice's on it, and no
+registration counted yet."""
 
 from __future__ import annotations
 
@@ -6,10 +7,19 @@ import socket
 import threading
 
 import pytest
+from django.core.cache import cache
 
 from reports.clock import FakeClock
 from reports.webhooks import endpoints
 from tests.webhooks.receiver import NO_ANSWER, Receiver
+
+
+@pytest.fixture(autouse=True)
+def fresh_counts():
+    """Start every test with no registration counted against any user."""
+    cache.clear()
+    yield
+    cache.clear()
 
 
 @pytest.fixture

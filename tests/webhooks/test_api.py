@@ -1,14 +1,17 @@
 """The webhook routes: register (the secret shown once), list without secrets, remove;
-what may not be registered, and how many."""
+what may not be registered, how many, and how often."""
 
 from __future__ import annotations
 
 import base64
+import threading
 
 import pytest
+from django.core.cache.backends.redis import RedisCache
 
 from reports.models import WebhookEndpoint
-from reports.webhooks import endpoints
+from reports.serving import throttle
+from reports.webhooks import addresses, endpoints
 from tests.helpers import assert_refused
 from tests.webhooks.receiver import NO_ANSWER, PUBLIC_IP
 
@@ -94,6 +97,54 @@ def test_a_user_has_a_bounded_number_of_endpoints(alice_client, dns):
         "invalid_request",
         str(endpoints.MAX_ENDPOINTS),
     )
+
+
+def lookup_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "reportline-webhook-lookup")
+
+
+def test_registrations_past_the_rate_are_refused_before_any_lookup_and_others_go_on(
+    alice, alice_client, bob_client, dns, settings, monkeypatch
+):
+    settings.REPORTS_WEBHOOK_RATE_LIMIT = 3
+    settings.REPORTS_WEBHOOK_TIMEOUT_S = 0.1
+    dns["silent.example.com"] = NO_ANSWER
+    dns["hooks.example.com"] = PUBLIC_IP
+    looked_up = []
+    lookup = addresses._lookup
+    monkeypatch.setattr(
+        addresses, "_lookup", lambda host, port: looked_up.append(host) or lookup(host, port)
+    )
+    # Each try waits its 0.1 s and leaves its lookup on a thread until the resolver gives up.
+    for n in range(3):
+        tried = register(alice_client, f"https://silent.example.com/{n}")
+        assert_refused(tried, 400, "invalid_request", "not resolved")
+    assert len(looked_up) == 3
+    left_behind = lookup_threads()
+
+    refused = register(alice_client, "https://silent.example.com/again")
+    assert_refused(refused, 429, "rate_limited", "3 webhook endpoints in the last 60 s")
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    # A name that resolves at once is refused as well: the tries are counted, not the names.
+    assert_refused(register(alice_client, "https://hooks.example.com/"), 429, "rate_limited")
+    assert len(looked_up) == 3 and lookup_threads() <= left_behind  # no lookup, no thread
+    assert not WebhookEndpoint.objects.exists()
+    # Another user is not held back by alice's tries.
+    assert register(bob_client, "https://hooks.example.com/bob").status_code == 201
+    assert len(looked_up) == 4
+
+
+def test_with_the_count_of_tries_out_of_reach_a_registration_is_refused_unlooked_up(
+    alice_client, dns, monkeypatch
+):
+    dns["hooks.example.com"] = PUBLIC_IP
+    unreachable = RedisCache("redis://127.0.0.1:1/0", {})  # nothing listens on port 1
+    monkeypatch.setattr(throttle, "cache", unreachable)
+    monkeypatch.setattr(addresses, "_lookup", lambda *_: pytest.fail("looked up"))
+    refused = register(alice_client, "https://hooks.example.com/")
+    assert_refused(refused, 503, "throttle_unavailable", "unavailable for a moment")
+    assert refused["Retry-After"] == "5"
+    assert not WebhookEndpoint.objects.exists()
 
 
 def test_a_body_without_a_url_is_refused(alice_client):

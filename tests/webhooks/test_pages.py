@@ -1,12 +1,12 @@
 """The webhooks settings page: reached from every page's header, adds an address showing its
-secret this once, refuses what the API refuses, removes one."""
+secret this once, refuses what the API refuses (too many tries too), removes one."""
 
 from __future__ import annotations
 
 import pytest
 
 from reports.models import WebhookEndpoint
-from reports.webhooks import endpoints
+from reports.webhooks import addresses, endpoints
 from tests.webhooks.receiver import PUBLIC_IP
 
 pytestmark = pytest.mark.django_db
@@ -47,3 +47,28 @@ def test_another_users_address_cannot_be_removed(alice, bob_client, dns):
 
     assert bob_client.post(f"/settings/webhooks/{hook.pk}/remove").status_code == 404
     assert WebhookEndpoint.objects.filter(pk=hook.pk).exists()
+
+
+def test_the_page_refuses_tries_past_the_rate_before_any_lookup(
+    alice_client, bob_client, dns, settings, monkeypatch
+):
+    settings.REPORTS_WEBHOOK_RATE_LIMIT = 2
+    dns["hooks.example.com"] = PUBLIC_IP
+    for n in range(2):
+        added = alice_client.post("/settings/webhooks/", {"url": f"https://hooks.example.com/{n}"})
+        assert added.status_code == 302
+    lookup = addresses._lookup
+    monkeypatch.setattr(addresses, "_lookup", lambda *_: pytest.fail("looked up"))
+
+    refused = alice_client.post("/settings/webhooks/", {"url": "https://hooks.example.com/2"})
+
+    assert refused.status_code == 429
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    page = refused.content.decode()
+    assert "2 webhook endpoints in the last 60 s" in page
+    assert 'value="https://hooks.example.com/2"' in page  # the address stays in the form
+    assert WebhookEndpoint.objects.count() == 2
+    monkeypatch.setattr(addresses, "_lookup", lookup)
+    # Another user is not held back by alice's tries.
+    other = bob_client.post("/settings/webhooks/", {"url": "https://hooks.example.com/b"})
+    assert other.status_code == 302
