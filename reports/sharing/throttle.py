@@ -1,11 +1,11 @@
 """A rate limit per client address on the shared pages, so that link tokens cannot be
 tried in bulk and one address cannot flood the pages anyone may open.
 
-Counted by `reports.serving.throttle`, in Django's cache: per process by default, shared by every
-web process once `REDIS_URL` puts the cache in Redis. The address is `REMOTE_ADDR`, which
-behind the proxy of docs/production.md is the client's (uvicorn takes it from
-`X-Forwarded-For` as set by a proxy it trusts); an IPv6 client is counted by its /64, the
-block one subscriber usually holds.
+Counted by `reports.serving.throttle`, in Django's cache: per process by default, shared
+by every web process once `REDIS_URL` puts the cache in Redis. The address is
+`REMOTE_ADDR`, which behind the proxy of docs/production.md is the client's (uvicorn takes
+it from `X-Forwarded-For` as set by a proxy it trusts); an IPv6 client is counted by its
+/64, the block one subscriber usually holds.
 """
 
 from __future__ import annotations
