@@ -70,6 +70,11 @@ CSRF_TRUSTED_ORIGINS = [o for o in env_str("DJANGO_CSRF_TRUSTED_ORIGINS", "").sp
 # back over plain HTTP. Turn it off only for a server that is never reached over a network.
 HTTPS = env_bool("DJANGO_HTTPS", not DEBUG)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = SECURE_SSL_REDIRECT = HTTPS
+# Except what probes and scrapers ask of a web process directly, over plain HTTP, not
+# through the proxy (docs/production.md): a balancer or an orchestrator counts a redirect
+# as a pass, so a process whose database is down would still look ready, and Prometheus
+# would follow it to an HTTPS port nobody serves.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
 SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31_536_000) if HTTPS else 0
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_HSTS_PRELOAD", HTTPS)

@@ -69,3 +69,28 @@ def test_with_debug_off_the_site_is_https_only(tmp_path):
     # ...with its cookies for HTTPS only, and browsers told to keep to HTTPS.
     assert seen["secure_cookie"]
     assert seen["hsts"] == "max-age=31536000; includeSubDomains; preload"
+
+
+PROBES = """
+import json, os, django
+django.setup()
+from django.test import Client
+client = Client(HTTP_HOST="127.0.0.1")
+print(json.dumps({p: client.get(p).status_code for p in ("/healthz", "/readyz")}), flush=True)
+os._exit(0)  # not waiting for the pool's attempts to reach a database that is not there
+"""
+
+
+def test_probes_over_plain_http_get_their_answer_not_a_redirect(tmp_path):
+    # Balancers and orchestrators probe a web process directly, over plain HTTP, and count
+    # a 301 as a pass: a process whose database is down must answer 503, not redirect.
+    done = run(
+        tmp_path,
+        ["-c", PROBES],
+        DJANGO_ALLOWED_HOSTS="127.0.0.1",
+        DATABASE_URL="postgres://reportline@127.0.0.1:9/reportline",  # nothing listens
+        REPORTS_DB_POOL_TIMEOUT_S="0.5",
+    )
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen == {"/healthz": 200, "/readyz": 503}
