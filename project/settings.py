@@ -154,7 +154,20 @@ def _database() -> dict:
     # No persistent connections to a server: under ASGI a request may run in a thread of
     # its own, and a connection kept by a thread that is gone stays open until the server
     # drops it (PostgreSQL gets a pool instead, below).
-    config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+    # The URL may hold a password: a message names its scheme, never the URL.
+    scheme = url.partition("://")[0] if "://" in url else ""
+    try:
+        config = dj_database_url.parse(url, conn_max_age=0, conn_health_checks=True)
+    except Exception:  # its errors name no variable, and some quote the whole URL
+        raise ImproperlyConfigured(
+            "DATABASE_URL must look like postgres://user:password@host:5432/name "
+            f"(or sqlite:///path); this {scheme or 'one, with no scheme,'} URL cannot be read."
+        ) from None
+    if not config["ENGINE"].endswith(("postgresql", "sqlite3")):
+        raise ImproperlyConfigured(
+            f"DATABASE_URL must name PostgreSQL (postgres://…) or SQLite (sqlite:///…), "
+            f"not {scheme}://…: the queue needs one of the two."
+        )
     if config["ENGINE"].endswith("postgresql"):
         # A pool per process instead: a fixed number of connections, whatever the number of
         # requests and streams (streams read through one shared feed per task, not a
@@ -210,6 +223,12 @@ DATABASES = {"default": _database()}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL and not REDIS_URL.startswith(("redis://", "rediss://", "unix://")):
+    # Else the layer fails only when first used, and then every readiness check says
+    # "down" with nothing naming the setting.
+    raise ImproperlyConfigured(
+        "REDIS_URL must start with redis://, rediss:// or unix:// (e.g. redis://127.0.0.1:6379/0)."
+    )
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {

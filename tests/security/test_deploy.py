@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PRODUCTION = {
@@ -94,3 +96,23 @@ def test_probes_over_plain_http_get_their_answer_not_a_redirect(tmp_path):
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen == {"/healthz": 200, "/readyz": 503}
+
+
+@pytest.mark.parametrize(
+    ("mistake", "named"),
+    [
+        ({"DJANGO_SECRET_KEY": ""}, "DJANGO_SECRET_KEY is required"),
+        ({"DJANGO_DEBUG": "maybe"}, "DJANGO_DEBUG must be a boolean"),
+        ({"DATABASE_URL": "postgres//reportline:s3cret@db/reportline"}, "DATABASE_URL must"),
+        ({"DATABASE_URL": "postgres://reportline:s3cret@db:port/reportline"}, "DATABASE_URL"),
+        ({"DATABASE_URL": "mysql://reportline:s3cret@db/reportline"}, "PostgreSQL"),
+        ({"REDIS_URL": "127.0.0.1:6379"}, "REDIS_URL must start with redis://"),
+    ],
+)
+def test_a_setting_an_operator_got_wrong_stops_start_up_naming_it(tmp_path, mistake, named):
+    done = run(tmp_path, ["manage.py", "check"], **mistake)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: "), done.stderr
+    assert named in last
+    assert "s3cret" not in done.stderr  # a URL's password never reaches the log
