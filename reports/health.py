@@ -13,6 +13,7 @@ of probes cannot crowd out real queries.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from channels.layers import get_channel_layer
@@ -22,12 +23,14 @@ from django.views.decorators.http import require_GET
 
 from reports.models import CircuitState, ProviderCircuit
 from reports.models.breaker import provider_name
+from reports.observability.logs import log_event
 from reports.serving.stopping import is_stopping
 from reports.threads import on_shared_db
 
 CHECK_TIMEOUT_S = 2.0  # a dependency slower than this is as good as down to a balancer
 FRESH_S = 1.0  # how long one check's answer serves later probes
 
+log = logging.getLogger(__name__)
 _last: tuple[float, tuple[dict[str, bool], dict[str, str]]] | None = None
 _running: asyncio.Future | None = None
 
@@ -60,12 +63,22 @@ async def _let_go(layer, channel: str) -> None:
     await asyncio.gather(waiting, return_exceptions=True)
 
 
-async def _passes(check) -> bool:
+async def _passes(name: str, check) -> bool:
     try:
         await asyncio.wait_for(check(), CHECK_TIMEOUT_S)
-    except Exception:  # whatever failed, the balancer only needs to know that it did
+    except TimeoutError:
+        _failed(name, f"no answer within {CHECK_TIMEOUT_S:g} s")
+        return False
+    except Exception as exc:  # whatever failed, the balancer only needs to know that it did
+        _failed(name, f"{type(exc).__name__}: {exc}")
         return False
     return True
+
+
+def _failed(name: str, error: str) -> None:
+    """Say in the process's own log why a check failed, which the answer never says: the
+    operator reads there which host refused or which setting is wrong."""
+    log_event(log, "readiness.check_failed", logging.WARNING, check=name, error=error)
 
 
 def _circuit() -> dict[str, str]:
@@ -87,7 +100,7 @@ async def _provider() -> dict[str, str]:
 
 async def _check() -> tuple[dict[str, bool], dict[str, str]]:
     database, channel_layer, provider = await asyncio.gather(
-        _passes(_database), _passes(_channel_layer), _provider()
+        _passes("database", _database), _passes("channel_layer", _channel_layer), _provider()
     )
     return {"database": database, "channel_layer": channel_layer}, provider
 

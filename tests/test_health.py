@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -63,6 +64,21 @@ async def test_with_the_database_down_it_is_alive_but_not_ready(monkeypatch):
     assert body["checks"] == {"database": "down", "channel_layer": "ok"}
     assert "10.0.0.7" not in json.dumps(body)  # nothing about the infrastructure leaks
     assert await get("/healthz") == (200, {"status": "ok"})
+
+
+async def test_the_process_log_says_why_a_check_failed(monkeypatch, caplog):
+    # The answer names only the check; the operator finds the cause in the process's log.
+    async def refused(*args, **kwargs):
+        raise ConnectionError("Error 111 connecting to redis.internal:6379")
+
+    monkeypatch.setattr(get_channel_layer(), "send", refused)
+    with caplog.at_level(logging.WARNING, logger="reports.health"):
+        assert (await get("/readyz"))[0] == 503
+    [line] = [r for r in caplog.records if r.getMessage() == "readiness.check_failed"]
+    assert line.event_fields["check"] == "channel_layer"
+    assert line.event_fields["error"] == (
+        "ConnectionError: Error 111 connecting to redis.internal:6379"
+    )
 
 
 async def test_with_the_channel_layer_down_it_is_not_ready(monkeypatch):
