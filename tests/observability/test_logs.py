@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
 
 from reports.models import Attempt
 from reports.observability.logs import bound, log_event
-from tests.helpers import lines_of, run_all, submit, task_of, upload
+from tests.helpers import free_port, lines_of, run_all, submit, task_of, upload, wait_for_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Every field issue 6 names, to be found in the lines of one task's life.
 FIELDS = {
@@ -158,3 +166,44 @@ def test_a_lost_worker_is_logged_by_the_reaper(
     ]
     assert lines[0]["task_status"] == "queued" and lines[1]["task_status"] == "failed"
     assert lines[2]["error_type"] == "worker_lost" and lines[2]["task_id"] == str(task.pk)
+
+
+def test_uvicorn_with_the_deploy_log_config_writes_only_json_lines(tmp_path):
+    # docs/production.md's web command: the server's own lines (started, stopping) are JSON
+    # too, and its access log is off (the app's http.request line says the same and more).
+    port = free_port()
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("DJANGO_", "REPORTS_", "DATABASE_", "REDIS_"))
+    }
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SECRET_KEY": "test-only-secret-key-not-for-deployment",
+        "DJANGO_HTTPS": "0",
+        "REPORTS_DATA_DIR": str(tmp_path),
+        "REPORTS_EMBEDDED_WORKER": "0",
+    }
+    command = ["uvicorn", "project.asgi:application", "--lifespan", "off", "--no-access-log"]
+    command += ["--log-config", "deploy/uvicorn-logging.json"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", *command, "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_port(port, timeout=30)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as reply:
+            assert reply.status == 200
+    finally:
+        server.send_signal(signal.SIGTERM)
+        out, err = server.communicate(timeout=30)
+    assert out == ""
+    lines = [json.loads(line) for line in err.splitlines()]  # each one JSON, or this fails
+    events = [(line["logger"], line["event"]) for line in lines]
+    assert ("uvicorn.error", f"Started server process [{server.pid}]") in events
+    assert ("reports.http", "http.request") in events
+    assert ("uvicorn.error", f"Finished server process [{server.pid}]") in events
