@@ -21,6 +21,34 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
 django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
+
+def refuse_to_start_misconfigured() -> None:
+    """Run the project's own system checks (reports/checks.py: settings only, no database),
+    which `manage.py runserver` and the worker run before serving: an ASGI server (uvicorn,
+    daphne without runserver) runs none, so a model with no price (reports.E002) started a
+    web process whose every upload answered 500."""
+    import logging
+
+    from django.conf import settings
+    from django.core import checks
+    from django.core.exceptions import ImproperlyConfigured
+
+    found = checks.run_checks(tags=["reports"])
+    errors = [e for e in found if e.is_serious() and not e.is_silenced()]
+    if errors:
+        raise ImproperlyConfigured("; ".join(str(error) for error in errors))
+    if settings.DEBUG:
+        also = [] if settings.HTTPS else ["HTTPS is off"]
+        if settings.REPORTS_ALLOW_SCENARIOS:
+            also.append("the misbehaving scenarios are allowed")
+        logging.getLogger("reports.serving").warning(
+            "DJANGO_DEBUG is on, never in production: visitors see the tracebacks of errors"
+            + "".join(f"; {what}" for what in also)
+        )
+
+
+refuse_to_start_misconfigured()
+
 from reports.serving.handler import Handler  # noqa: E402 - needs Django set up
 
 django_asgi_app = Handler()

@@ -116,3 +116,23 @@ def test_a_setting_an_operator_got_wrong_stops_start_up_naming_it(tmp_path, mist
     assert last.startswith("django.core.exceptions.ImproperlyConfigured: "), done.stderr
     assert named in last
     assert "s3cret" not in done.stderr  # a URL's password never reaches the log
+
+
+def test_the_asgi_application_refuses_to_load_when_a_system_check_fails(tmp_path):
+    # uvicorn runs no system checks: without this, the web process started and answered
+    # every upload with a 500 (a model with no price cannot reserve a budget).
+    done = run(tmp_path, ["-c", "import project.asgi"], REPORTS_MODEL="unpriced-model")
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()
+    assert (
+        "ImproperlyConfigured: ?: (reports.E002) No price for REPORTS_MODEL='unpriced-model'"
+        in ("\n".join(last[-3:]))
+    )
+
+
+def test_a_web_process_with_debug_left_on_says_so_in_its_log(tmp_path):
+    done = run(tmp_path, ["-c", "import project.asgi"], DJANGO_DEBUG="1")
+    assert done.returncode == 0, done.stderr
+    [line] = [json.loads(line) for line in done.stderr.splitlines() if "DJANGO_DEBUG" in line]
+    assert line["level"] == "warning"
+    assert line["event"].startswith("DJANGO_DEBUG is on, never in production")
