@@ -131,6 +131,21 @@ def test_behind_a_transaction_pooler_without_a_direct_listen_url_it_refuses_to_s
     assert "REPORTS_LISTEN_DATABASE_URL" in result.stderr
 
 
+@pytest.mark.parametrize("lanes", ["fast", "short;long", ""])
+def test_lanes_that_name_no_lane_stop_the_worker_instead_of_leaving_it_idle(lanes):
+    # Before, such a worker started, claimed nothing, and said nothing about why.
+    result = subprocess.run(
+        [sys.executable, "manage.py", "reportworker", "--slots", "1", "--lanes", lanes],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SECRET_KEY": "test-only"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert f"--lanes takes short, long or both (short,long), not {lanes!r}" in result.stderr
+
+
 def probe(port: int, path: str) -> tuple[int, dict]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:

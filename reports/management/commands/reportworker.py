@@ -2,7 +2,7 @@ import asyncio
 import signal
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from prometheus_client import start_http_server
 
 from reports.observability import loop_lag
@@ -40,10 +40,26 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, slots, lanes, metrics_port, health_port, health_host, **options):
-        lanes = tuple(lane for lane in lanes.split(",") if lane in settings.REPORTS_LANE_LIMITS)
+        lanes = self._lanes(lanes)
         if metrics_port is not None:
             start_http_server(metrics_port, addr="127.0.0.1", registry=loop_lag.registry)
         asyncio.run(self._serve(slots, lanes, health_host, health_port))
+
+    @staticmethod
+    def _lanes(given: str) -> tuple[str, ...]:
+        """The lanes named, as far as REPORTS_LANE_LIMITS runs them; a name that is no lane,
+        or none left at all, stops the worker here rather than leave it idle for good."""
+        named = [lane.strip() for lane in given.split(",") if lane.strip()]
+        unknown = [lane for lane in named if lane not in ("short", "long")]
+        if unknown or not named:
+            raise CommandError(f"--lanes takes short, long or both (short,long), not {given!r}.")
+        lanes = tuple(lane for lane in named if lane in settings.REPORTS_LANE_LIMITS)
+        if not lanes:
+            raise CommandError(
+                f"--lanes {given} names no lane that REPORTS_LANE_LIMITS runs "
+                f"({', '.join(settings.REPORTS_LANE_LIMITS)})."
+            )
+        return lanes
 
     async def _serve(self, slots: int, lanes: tuple[str, ...], host: str, port: int) -> None:
         loop_lag.watch_running_loop()
