@@ -1,4 +1,5 @@
 import asyncio
+import logging
 import signal
 
 from django.conf import settings
@@ -8,6 +9,8 @@ from prometheus_client import start_http_server
 from reports.observability import loop_lag
 from reports.worker import probes
 from reports.worker.supervisor import Supervisor
+
+log = logging.getLogger("reports.worker")
 
 
 class Command(BaseCommand):
@@ -72,6 +75,7 @@ class Command(BaseCommand):
             loop.add_signal_handler(sig, stopping.set)
         runner = asyncio.create_task(supervisor.run_forever())
         await stopping.wait()
-        self.stdout.write("stopping: no new claims; letting running attempts end")
+        # A JSON line on standard error, as every other (docs/observability.md).
+        log.info("stopping: no new claims; letting running attempts end")
         await supervisor.shutdown()
         runner.cancel()
