@@ -283,6 +283,8 @@ LOGGING = {
     "loggers": {
         "reports": {"handlers": ["console"], "level": env_str("REPORTS_LOG_LEVEL", "INFO")},
         "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        # Python's warnings (Django sends them here): JSON too, not a bare line of text.
+        "py.warnings": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
 

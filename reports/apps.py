@@ -15,9 +15,15 @@ class ReportsConfig(AppConfig):
     verbose_name = "Reports"
 
     def ready(self) -> None:
+        import logging
+
         from django.conf import settings
 
         from reports import threads
+
+        # Python's warnings go to the `py.warnings` logger (settings.LOGGING): one JSON line
+        # each, not plain text among them (Django no longer routes them there itself).
+        logging.captureWarnings(True)
 
         threads.shorten_switch_interval()
 

@@ -207,3 +207,22 @@ def test_uvicorn_with_the_deploy_log_config_writes_only_json_lines(tmp_path):
     assert ("uvicorn.error", f"Started server process [{server.pid}]") in events
     assert ("reports.http", "http.request") in events
     assert ("uvicorn.error", f"Finished server process [{server.pid}]") in events
+
+
+def test_a_python_warning_is_a_json_line_too(tmp_path):
+    # Django's own (a download streamed from a file under ASGI warns once a process) came
+    # out as two lines of plain text among the JSON.
+    script = "import django, warnings; django.setup(); warnings.warn('a library warns')"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REPORTS_")}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SECRET_KEY": "test-only-secret-key-not-for-deployment",
+        "REPORTS_DATA_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    [line] = [json.loads(line) for line in done.stderr.splitlines()]
+    assert (line["logger"], line["level"]) == ("py.warnings", "warning")
+    assert "UserWarning: a library warns" in line["event"]
