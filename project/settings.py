@@ -283,8 +283,10 @@ LOGGING = {
     "loggers": {
         "reports": {"handlers": ["console"], "level": env_str("REPORTS_LOG_LEVEL", "INFO")},
         "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
-        # Python's warnings (Django sends them here): JSON too, not a bare line of text.
+        # Python's warnings (reports/apps.py sends them here) and the connection pool's
+        # complaints of a database out of reach: JSON too, not bare lines of text.
         "py.warnings": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        "psycopg": {"handlers": ["console"], "level": "WARNING", "propagate": False},
     },
 }
 

@@ -226,3 +226,30 @@ def test_a_python_warning_is_a_json_line_too(tmp_path):
     [line] = [json.loads(line) for line in done.stderr.splitlines()]
     assert (line["logger"], line["level"]) == ("py.warnings", "warning")
     assert "UserWarning: a library warns" in line["event"]
+
+
+def test_the_connection_pool_says_the_database_is_out_of_reach_in_json_lines(tmp_path):
+    script = """
+import os, django
+django.setup()
+from django.db import connection
+try:
+    connection.ensure_connection()
+except Exception:
+    pass
+os._exit(0)  # not waiting for the pool's next tries
+"""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("REPORTS_")}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_SECRET_KEY": "test-only-secret-key-not-for-deployment",
+        "DATABASE_URL": f"postgres://reportline@127.0.0.1:{free_port()}/reportline",
+        "REPORTS_DB_POOL_TIMEOUT_S": "0.5",
+        "REPORTS_DATA_DIR": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]  # each one JSON
+    assert any(line["logger"].startswith("psycopg") for line in lines)
