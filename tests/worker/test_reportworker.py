@@ -146,6 +146,26 @@ def test_lanes_that_name_no_lane_stop_the_worker_instead_of_leaving_it_idle(lane
     assert f"--lanes takes short, long or both (short,long), not {lanes!r}" in result.stderr
 
 
+@pytest.mark.parametrize("option", ["--health-port", "--metrics-port"])
+def test_a_port_already_taken_stops_the_worker_naming_the_option(option):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [sys.executable, "manage.py", "reportworker", "--slots", "1", option, str(port)],
+            cwd=ROOT,
+            env={**os.environ, "DJANGO_SECRET_KEY": "test-only"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode != 0
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"CommandError: {option} {port}")
+    assert "in use" in last
+
+
 def probe(port: int, path: str) -> tuple[int, dict]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     try:

@@ -45,7 +45,10 @@ class Command(BaseCommand):
     def handle(self, *args, slots, lanes, metrics_port, health_port, health_host, **options):
         lanes = self._lanes(lanes)
         if metrics_port is not None:
-            start_http_server(metrics_port, addr="127.0.0.1", registry=loop_lag.registry)
+            try:
+                start_http_server(metrics_port, addr="127.0.0.1", registry=loop_lag.registry)
+            except OSError as exc:
+                raise CommandError(f"--metrics-port {metrics_port}: {exc.strerror}.") from None
         asyncio.run(self._serve(slots, lanes, health_host, health_port))
 
     @staticmethod
@@ -68,7 +71,10 @@ class Command(BaseCommand):
         loop_lag.watch_running_loop()
         supervisor = Supervisor(slots=slots, lanes=lanes)
         if port:
-            await probes.serve(host, port, supervisor.is_current)
+            try:
+                await probes.serve(host, port, supervisor.is_current)
+            except OSError as exc:  # a port taken, an address not this machine's
+                raise CommandError(f"--health-port {port} on {host}: {exc.strerror}.") from None
         loop = asyncio.get_running_loop()
         stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
