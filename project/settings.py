@@ -275,13 +275,19 @@ SECURE_CSP = {
 }
 
 # One JSON object a line (reports/observability/logs.py; fields in docs/observability.md).
+REPORTS_LOG_LEVEL = env_str("REPORTS_LOG_LEVEL", "INFO").strip().upper()
+if REPORTS_LOG_LEVEL not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+    raise ImproperlyConfigured(
+        "REPORTS_LOG_LEVEL must be DEBUG, INFO, WARNING, ERROR or CRITICAL, "
+        f"not {env_str('REPORTS_LOG_LEVEL')!r}"
+    )
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "reports.observability.logs.JsonFormatter"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
     "loggers": {
-        "reports": {"handlers": ["console"], "level": env_str("REPORTS_LOG_LEVEL", "INFO")},
+        "reports": {"handlers": ["console"], "level": REPORTS_LOG_LEVEL},
         "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
         # Python's warnings (reports/apps.py sends them here) and the connection pool's
         # complaints of a database out of reach: JSON too, not bare lines of text.

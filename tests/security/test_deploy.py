@@ -107,6 +107,7 @@ def test_probes_over_plain_http_get_their_answer_not_a_redirect(tmp_path):
         ({"DATABASE_URL": "postgres://reportline:s3cret@db:port/reportline"}, "DATABASE_URL"),
         ({"DATABASE_URL": "mysql://reportline:s3cret@db/reportline"}, "PostgreSQL"),
         ({"REDIS_URL": "127.0.0.1:6379"}, "REDIS_URL must start with redis://"),
+        ({"REPORTS_LOG_LEVEL": "loud"}, "REPORTS_LOG_LEVEL must be DEBUG, INFO"),
     ],
 )
 def test_a_setting_an_operator_got_wrong_stops_start_up_naming_it(tmp_path, mistake, named):
@@ -136,3 +137,10 @@ def test_a_web_process_with_debug_left_on_says_so_in_its_log(tmp_path):
     [line] = [json.loads(line) for line in done.stderr.splitlines() if "DJANGO_DEBUG" in line]
     assert line["level"] == "warning"
     assert line["event"].startswith("DJANGO_DEBUG is on, never in production")
+
+
+def test_a_log_level_in_lower_case_is_understood(tmp_path):
+    # logging itself knows only "DEBUG": "debug" ended start-up in a traceback that said
+    # "Unable to configure logger 'reports'" and named no setting.
+    done = run(tmp_path, ["manage.py", "check"], REPORTS_LOG_LEVEL="debug")
+    assert done.returncode == 0, done.stderr
