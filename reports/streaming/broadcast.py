@@ -9,6 +9,7 @@ through it only cost time (it scans every channel on every send) and memory per 
 
 import asyncio
 import logging
+import time
 import weakref
 from collections.abc import Iterable
 
@@ -59,6 +60,7 @@ class Outbox:
         self.layer = layer
         self._waiting: list[tuple[list, asyncio.Future]] = []
         self._sending: asyncio.Task | None = None
+        self._outage = Outage()
 
     async def send(self, messages: list[tuple[str, dict]]) -> None:
         given = asyncio.get_running_loop().create_future()
@@ -74,11 +76,59 @@ class Outbox:
             try:
                 await send_all(self.layer, messages)
             except Exception:
-                log.warning("broadcast of %d messages failed", len(messages), exc_info=True)
+                self._outage.failed(len(messages))
+            else:
+                self._outage.sent()
             finally:
                 for _, given in taken:
                     if not given.done():
                         given.set_result(None)
+
+
+class Outage:
+    """The log of a channel layer that fails: its first failure with the traceback, then a
+    line every `EVERY_S` counting what was dropped, and one when it works again. Each batch
+    of every running report fails while Redis is down, and a traceback each was a few
+    kilobytes ten times a second a report."""
+
+    EVERY_S = 30.0
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.dropped = 0  # messages, since the last line
+        self.total = 0  # messages, since the outage began
+        self.said_at = 0.0
+
+    def failed(self, count: int) -> None:
+        now = time.monotonic()
+        self.dropped += count
+        self.total += count
+        if self.since is None:
+            self.since = self.said_at = now
+            log.warning(
+                "broadcast of %d messages failed; followers in other processes read the "
+                "database until the channel layer answers again",
+                count,
+                exc_info=True,
+            )
+            self.dropped = 0
+        elif now - self.said_at >= self.EVERY_S:
+            log.warning(
+                "broadcast still failing after %.0f s: %d messages dropped in the last %.0f s",
+                now - self.since,
+                self.dropped,
+                now - self.said_at,
+            )
+            self.said_at, self.dropped = now, 0
+
+    def sent(self) -> None:
+        if self.since is not None:
+            log.warning(
+                "broadcast works again after %.0f s; %d messages were dropped",
+                time.monotonic() - self.since,
+                self.total,
+            )
+            self.since, self.dropped, self.total = None, 0, 0
 
 
 async def send_all(layer, messages: list[tuple[str, dict]]) -> None:

@@ -4,6 +4,7 @@ messages of many reports together, as many round trips as sends rather than mess
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 import pytest
@@ -73,3 +74,39 @@ async def test_a_layer_that_fails_loses_the_messages_not_the_reports(monkeypatch
     task_id = uuid.uuid4()
     for seq in (1, 2):  # each returns: the table still holds them for the followers
         await broadcast.publish([Event(task_id, seq, "delta", {"text": "x", "attempt": 1})])
+
+
+async def test_a_layer_down_is_logged_once_then_counted_not_once_a_batch(monkeypatch, caplog):
+    # While Redis is down every batch of every running report fails: a traceback each was
+    # kilobytes of log ten times a second a report.
+    class Flaky:
+        down = True
+
+        async def group_send(self, group, message):
+            if self.down:
+                raise ConnectionError("Error 111 connecting to redis.internal:6379")
+
+    layer = Flaky()
+    monkeypatch.setattr(follower, "layer_across_processes", lambda: layer)
+    task_id = uuid.uuid4()
+
+    async def publish(seq: int) -> None:
+        await broadcast.publish([Event(task_id, seq, "delta", {"text": "x", "attempt": 1})])
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == broadcast.log.name]
+
+    with caplog.at_level(logging.INFO, logger=broadcast.log.name):
+        for seq in range(1, 51):
+            await publish(seq)
+        [first] = said()
+        assert first.startswith("broadcast of 1 messages failed")
+        assert caplog.records[0].exc_info is not None  # the first says why
+        monkeypatch.setattr(broadcast.Outage, "EVERY_S", 0.0)
+        await publish(51)
+        assert said()[1].startswith("broadcast still failing after ")
+        assert said()[1].endswith(": 50 messages dropped in the last 0 s")
+        layer.down = False
+        await publish(52)
+        await publish(53)
+    assert said()[2:] == ["broadcast works again after 0 s; 51 messages were dropped"]
