@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import math
@@ -10,7 +9,6 @@ import math
 from django.db.models import F
 from django.db.models.functions import Now
 from django.http import (
-    FileResponse,
     HttpRequest,
     HttpResponse,
     JsonResponse,
@@ -104,7 +102,7 @@ def cancel(request: HttpRequest, user, task_id) -> JsonResponse:
 
 
 @api_view({"GET"})
-def result(request: HttpRequest, user, task_id) -> FileResponse:
+def result(request: HttpRequest, user, task_id) -> HttpResponse:
     task = owned_task(user, task_id)
     name = request.GET.get("format", "md")
     fmt = exports.FORMATS.get(name)
@@ -118,9 +116,7 @@ def result(request: HttpRequest, user, task_id) -> FileResponse:
         raise ApiError(404, "not_found", f"The report is not ready yet: the task is {task.status}.")
     try:
         report = (
-            storage.open_result(task.result_id)
-            if name == "md"
-            else io.BytesIO(exports.exported(task, name))
+            storage.read_result(task.result_id) if name == "md" else exports.exported(task, name)
         )
     except OSError:
         raise ApiError(
@@ -130,11 +126,8 @@ def result(request: HttpRequest, user, task_id) -> FileResponse:
         log.warning("task %s: converting its report to %s failed: %s", task.pk, name, exc.detail)
         retry = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None
         raise ApiError(exc.status, "conversion_failed", exc.message, retry) from None
-    response = FileResponse(report, content_type=fmt.content_type)
-    response["Content-Disposition"] = download_names.attachment(
-        download_names.report_file_name(task, fmt.extension)
-    )
-    return response
+    file_name = download_names.report_file_name(task, fmt.extension)
+    return download_names.download(report, fmt.content_type, file_name)
 
 
 def task_age_ms(task: Task) -> float:

@@ -85,5 +85,12 @@ def open_result(result_id) -> File:
     return _store().open(name, "rb")
 
 
+def read_result(result_id) -> bytes:
+    """Return a saved report's bytes (at most REPORTS_MAX_REPORT_KB); FileNotFoundError
+    when it is not in the store."""
+    with open_result(result_id) as saved:
+        return saved.read()
+
+
 def delete_result(result_id) -> None:
     _store().delete(_result_name(result_id))

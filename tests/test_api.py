@@ -598,7 +598,7 @@ def test_the_result_downloads_as_an_attachment_matching_its_checksum(alice_clien
     assert response["Content-Disposition"].startswith("attachment")
     assert 'filename="article-report.md"' in response["Content-Disposition"]  # the document's name
     assert response["Content-Type"].startswith("text/markdown")
-    content = b"".join(response.streaming_content)
+    content = response.content
     assert content == saved_report(task).encode()
     assert hashlib.sha256(content).hexdigest() == body["result"]["sha256"]
     assert len(content) == body["result"]["bytes"]

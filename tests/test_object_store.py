@@ -52,7 +52,7 @@ def test_a_report_is_written_to_and_downloaded_from_the_store(
 
     reply = alice_client.get(f"/api/tasks/{task.pk}/result")
     assert reply.status_code == 200
-    downloaded = b"".join(reply.streaming_content).decode()
+    downloaded = reply.content.decode()
     assert downloaded == saved_report(task) and report_body(downloaded) == REPORT.rstrip()
     assert stored_files("uploads") == [task.documents.get().storage_name]
     assert stored_files("results") == [f"{task.result_id}.md"]

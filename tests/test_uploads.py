@@ -346,7 +346,7 @@ GOOD = [
 def report_of(client, task_id) -> tuple[dict, str]:
     body = client.get(f"/api/tasks/{task_id}").json()
     download = client.get(f"/api/tasks/{task_id}/result")
-    return body, b"".join(download.streaming_content).decode()
+    return body, download.content.decode()
 
 
 @pytest.mark.parametrize(("name", "data"), GOOD, ids=[name for name, _ in GOOD])

@@ -9,7 +9,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import OuterRef, Subquery
-from django.http import FileResponse, Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
 from django.utils.html import format_html, format_html_join
@@ -40,6 +40,7 @@ from reports.models import (
 )
 from reports.observability.charts import format_ms
 from reports.reconciliation import ResolutionRefused, resolve_reconciliation
+from reports.serving import download_names
 
 
 class ErrorTypeFilter(admin.SimpleListFilter):
@@ -313,21 +314,17 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
         """Settle a task whose usage is unknown; a task in reconciliation also ends failed."""
         return settle_page(self, request, task_id)
 
-    def report_view(self, request, task_id) -> FileResponse:
+    def report_view(self, request, task_id) -> HttpResponse:
         """Serve a succeeded task's saved report to staff, whoever owns it."""
         if not self.has_view_permission(request):
             raise PermissionDenied
         task = get_object_or_404(Task, pk=task_id, status=Status.SUCCEEDED)
         try:
-            report = storage.open_result(task.result_id)
+            report = storage.read_result(task.result_id)
         except FileNotFoundError:
             raise Http404("The saved report file is missing.") from None
-        return FileResponse(
-            report,
-            as_attachment=True,
-            filename=f"report-{task.pk}.md",
-            content_type="text/markdown; charset=utf-8",
-        )
+        markdown = "text/markdown; charset=utf-8"
+        return download_names.download(report, markdown, f"report-{task.pk}.md")
 
     @admin.action(description="Cancel selected tasks", permissions=["operate"])
     def cancel_tasks(self, request, queryset) -> None:

@@ -69,8 +69,7 @@ def exported(task, name: str) -> bytes:
     """
     data = cache.read(task.result_sha256, name)
     if data is None:
-        with storage.open_result(task.result_id) as saved:
-            markdown = saved.read().decode("utf-8")
+        markdown = storage.read_result(task.result_id).decode("utf-8")
         data = convert(markdown, name)
         cache.save(task.result_sha256, name, data)
     return data

@@ -1,4 +1,5 @@
-"""The names a report is downloaded under, and the header that carries them (RFC 6266).
+"""The names a report is downloaded under, the header that carries them (RFC 6266), and
+the download itself.
 
 A report is named after its first document, as the user named it ("Résumé «final».md" →
 "Résumé «final»-report.md"). The header gives that name as `filename*` (UTF-8) and, for
@@ -10,6 +11,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from urllib.parse import quote
+
+from django.http import HttpResponse
 
 from reports.models import Task
 
@@ -43,3 +46,13 @@ def attachment(name: str) -> str:
     if fallback == name:
         return f'attachment; filename="{name}"'
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
+def download(data: bytes, content_type: str, name: str) -> HttpResponse:
+    """Return `data` as a file saved as `name`: whole, with its length. A report is at most
+    REPORTS_MAX_REPORT_KB, and its conversions are made in memory: streamed from a file
+    under ASGI, each piece read would be a trip to a thread of its own."""
+    response = HttpResponse(data, content_type=content_type)
+    response["Content-Length"] = str(len(data))
+    response["Content-Disposition"] = attachment(name)
+    return response

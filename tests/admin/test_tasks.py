@@ -106,7 +106,7 @@ def test_staff_download_serves_the_saved_report_as_attachment(admin_client, make
     assert response.status_code == 200
     assert response["Content-Disposition"].startswith("attachment")
     saved = saved_report(task).encode()
-    assert b"".join(response.streaming_content) == saved
+    assert response.content == saved
 
 
 def test_download_of_an_unfinished_task_is_404(admin_client, make_task):

@@ -31,7 +31,7 @@ def download(client, task, fmt: str):
 
 
 def content(response) -> bytes:
-    return b"".join(response.streaming_content)
+    return response.content
 
 
 @pytest.mark.parametrize(

@@ -379,7 +379,7 @@ def report_text(client: Client, response) -> str:
     task = task_of(response)
     assert task.status == Status.SUCCEEDED, task.user_message
     download = client.get(f"/api/tasks/{task.pk}/result")
-    return b"".join(download.streaming_content).decode()
+    return download.content.decode()
 
 
 @pytest.mark.parametrize(

@@ -37,7 +37,7 @@ def report(client, worker, content: str, instructions: str = "") -> str:
     run_all(worker)
     task = task_of(response)
     assert task.status == Status.SUCCEEDED, task.user_message
-    return b"".join(client.get(f"/api/tasks/{task.pk}/result").streaming_content).decode()
+    return client.get(f"/api/tasks/{task.pk}/result").content.decode()
 
 
 def test_an_injected_document_gets_a_report_of_the_same_structure(alice_client, worker):

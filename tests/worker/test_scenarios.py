@@ -28,7 +28,7 @@ def test_scenario_succeeds_with_a_saved_valid_report(alice_client, worker, scena
     found = body(alice_client, task)
     assert found["status"] == "succeeded"
     download = alice_client.get(found["result"]["download_url"])
-    report = b"".join(download.streaming_content).decode()
+    report = download.content.decode()
     assert report.startswith("# ")
     assert "## Summary" in report
     # The report as it streamed, its citations checked and its sources listed after it.
