@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import os
@@ -136,16 +137,30 @@ def distinct_pairs(text: str) -> float | None:
     return round(len(set(pairs)) / len(pairs), 3) if pairs else None
 
 
-async def run_once(provider, request, passages, document, setting: str, seed: int) -> dict:
+def sample_with(provider) -> dict[str, dict]:
+    """Make `provider` add to each call's body the fields registered (in the dict returned)
+    for its request's task id: every report of a run has its own, however many run at once
+    and however many calls each makes."""
+    fields: dict[str, dict] = {}
+    own = provider.extra_body
+    provider.extra_body = lambda request: {**own(request), **fields.get(request.task_id, {})}
+    return fields
+
+
+async def run_once(
+    provider, sampled: dict, request, passages, document, setting: str, seed: int
+) -> dict:
+    """Return the record of one report of `document` with `setting` and `seed`; `sampled`
+    is what `sample_with(provider)` returned."""
     from django.conf import settings
 
     from reports.providers.base import Completed, ProviderError, TextDelta
     from reports.validation import settle_citations, validate_report
     from reports.worker.loops import LoopCheck
 
-    fields = {**SETTINGS[setting], "seed": seed}
-    original = provider.extra_body
-    provider.extra_body = lambda request: {**original(request), **fields}
+    task = f"bench-{setting}-{seed}-{document.name}"  # not in the prompt: the cache holds
+    request = dataclasses.replace(request, task_id=task)
+    sampled[task] = {**SETTINGS[setting], "seed": seed}
     loops = LoopCheck()
     text, completed, error, loop_at = "", None, None, None
     started = time.monotonic()
@@ -163,7 +178,7 @@ async def run_once(provider, request, passages, document, setting: str, seed: in
     except ProviderError as exc:
         error = exc.message
     finally:
-        provider.extra_body = original
+        del sampled[task]
     ended = time.monotonic()
     report, _ = settle_citations(text, passages)
     problems = validate_report(report, max_kb=settings.REPORTS_MAX_REPORT_KB) if text else []
@@ -210,6 +225,15 @@ def summary(runs: list[dict]) -> dict:
         "mean_source_words": mean("source_words"),
         "mean_distinct_pairs": mean("distinct_pairs"),
     }
+
+
+def seeds_of(runs: list[dict]) -> dict[str, list[int]]:
+    """Return the seeds each document was measured with (with every setting, when a run
+    went to its end)."""
+    seeds: dict[str, set[int]] = {}
+    for run in runs:
+        seeds.setdefault(run["document"], set()).add(run["seed"])
+    return {document: sorted(numbers) for document, numbers in sorted(seeds.items())}
 
 
 async def server_defaults(provider) -> dict:
@@ -262,10 +286,11 @@ async def measure(args: argparse.Namespace) -> dict:
             if (document.name, seed, setting) not in done
         ]
         seats = asyncio.Semaphore(provider.slots or 1)
+        sampled = sample_with(provider)
 
         async def one(document, request, passages, setting, seed):
             async with seats:
-                run = await run_once(provider, request, passages, document, setting, seed)
+                run = await run_once(provider, sampled, request, passages, document, setting, seed)
             print(
                 f"{setting:7} {document.name:24} seed={seed:<3} looped={run['looped']!s:5} "
                 f"valid={run['valid']!s:5} {run['chars']:5} chars {run['seconds']:6.1f} s "
@@ -273,6 +298,7 @@ async def measure(args: argparse.Namespace) -> dict:
                 flush=True,
             )
             results["runs"].append(run)
+            results["seeds"] = seeds_of(results["runs"])
             results["summary"] = {
                 name: summary([r for r in results["runs"] if r["setting"] == name])
                 for name in chosen
@@ -281,7 +307,6 @@ async def measure(args: argparse.Namespace) -> dict:
             args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
 
         await asyncio.gather(*(one(*job) for job in jobs))
-        results["seeds"] = sorted({run["seed"] for run in results["runs"]})
         results["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
         return results
