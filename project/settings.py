@@ -285,7 +285,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"json": {"()": "reports.observability.logs.JsonFormatter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "filters": {"refused": {"()": "reports.observability.logs.RefusedRequest"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "json", "filters": ["refused"]}
+    },
     "loggers": {
         "reports": {"handlers": ["console"], "level": REPORTS_LOG_LEVEL},
         "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},

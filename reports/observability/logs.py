@@ -61,6 +61,19 @@ def log_event(logger: logging.Logger, event: str, level: int = logging.INFO, **f
         logger.log(level, event, extra={_FIELDS_ATTR: {**context(), **fields}})
 
 
+class RefusedRequest(logging.Filter):
+    """Write Django's refusal of a suspicious request (a Host not in DJANGO_ALLOWED_HOSTS, a
+    bad signature) as a warning without its traceback: the fault is the client's, and
+    the traceback is Django's own handler, many lines a request. A scanner sending
+    hosts of its own would fill the log with errors and page whoever watches them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("django.security.") and record.levelno > logging.WARNING:
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 class JsonFormatter(logging.Formatter):
     """Format a record as one JSON object: time, level, logger, event, ids, fields."""
 

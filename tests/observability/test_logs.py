@@ -253,3 +253,15 @@ os._exit(0)  # not waiting for the pool's next tries
     assert done.returncode == 0, done.stderr
     lines = [json.loads(line) for line in done.stderr.splitlines()]  # each one JSON
     assert any(line["logger"].startswith("psycopg") for line in lines)
+
+
+def test_a_request_for_a_host_not_served_is_one_warning_without_a_traceback(client, logged):
+    # A scanner sends hosts of its own: each was an error with Django's traceback, many
+    # lines of the server's own code, that would page whoever watches for errors.
+    response = client.get("/", HTTP_HOST="scanner.example")
+
+    assert response.status_code == 400
+    [line] = [line for line in lines_of(logged) if line["logger"].startswith("django.security")]
+    assert line["level"] == "warning"
+    assert "scanner.example" in line["event"] and "ALLOWED_HOSTS" in line["event"]
+    assert "exc" not in line
