@@ -43,10 +43,11 @@ import contextlib
 import dataclasses
 import itertools
 import json
-import os
 import re
 import time
 from pathlib import Path
+
+from bench.small_model import local_model, problems_of, setup_django
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "bench" / "fixtures" / "repetition"
@@ -76,16 +77,6 @@ SAMPLING_FIELDS = (
 # What makes two runs comparable (`--add`).
 SAME = ("model", "window", "slots", "report_shape", "max_output_tokens", "settings")
 _WORD = re.compile(r"[^\W\d_]{4,}")
-
-
-def setup_django() -> None:
-    os.environ["REPORTS_PROVIDER"] = "local"
-    os.environ.setdefault("DJANGO_DEBUG", "1")  # no secret key needed for a measurement
-    os.environ.setdefault("REPORTS_PROVIDER_RESPONSE_TIMEOUT_S", "1800")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    import django
-
-    django.setup()
 
 
 def documents(count: int | None) -> list:
@@ -152,10 +143,8 @@ async def run_once(
 ) -> dict:
     """Return the record of one report of `document` with `setting` and `seed`; `sampled`
     is what `sample_with(provider)` returned."""
-    from django.conf import settings
 
     from reports.providers.base import Completed, ProviderError, TextDelta
-    from reports.validation import settle_citations, validate_report
     from reports.worker.loops import LoopCheck
 
     task = f"bench-{setting}-{seed}-{document.name}"  # not in the prompt: the cache holds
@@ -180,13 +169,8 @@ async def run_once(
     finally:
         del sampled[task]
     ended = time.monotonic()
-    report, _ = settle_citations(text, passages)
-    problems = validate_report(report, max_kb=settings.REPORTS_MAX_REPORT_KB) if text else []
+    problems = problems_of(text, passages, completed, error)
     finish = completed.finish_reason if completed else None
-    if error:
-        problems.append(f"The provider failed: {error}")
-    elif finish != "stop":
-        problems.append(f"The stream ended with {finish or 'no completion signal'}.")
     if loop_at is not None:
         problems.append(f"The loop check stopped it after {loop_at:,} characters.")
     tokens = completed.usage.output_tokens if completed else None
@@ -246,13 +230,7 @@ async def server_defaults(provider) -> dict:
 
 
 async def measure(args: argparse.Namespace) -> dict:
-    from reports.providers import get_provider
-
-    provider = get_provider("local")
-    serving = asyncio.create_task(provider.serve())
-    await asyncio.sleep(0)  # the server starts
-    try:
-        await provider.wait_until_ready()
+    async with local_model() as provider:
         picked = documents(args.documents)
         requests = [await request_of(provider, document) for document in picked]
         chosen = args.settings.split(",")
@@ -310,9 +288,6 @@ async def measure(args: argparse.Namespace) -> dict:
         results["ended"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
         return results
-    finally:
-        serving.cancel()
-        await asyncio.gather(serving, return_exceptions=True)
 
 
 def main(argv: list[str] | None = None) -> None:

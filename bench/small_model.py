@@ -76,12 +76,27 @@ def documents(count: int, chars: int) -> list:
     return picked
 
 
-async def report_of(provider, document, max_tokens: int) -> dict:
+def problems_of(text: str, passages, completed, error: str | None) -> list[str]:
+    """Return why a report the model wrote would not be kept: what the product's validation
+    says of it, a provider's error, a stream that did not end by itself."""
     from django.conf import settings
+
+    from reports.validation import settle_citations, validate_report
+
+    report, _ = settle_citations(text, passages)
+    problems = validate_report(report, max_kb=settings.REPORTS_MAX_REPORT_KB) if text else []
+    finish = completed.finish_reason if completed else None
+    if error:
+        problems.append(f"The provider failed: {error}")
+    elif finish != "stop":
+        problems.append(f"The stream ended with {finish or 'no completion signal'}.")
+    return problems
+
+
+async def report_of(provider, document, max_tokens: int) -> dict:
 
     from reports.parsers.passages import cut
     from reports.providers.base import Completed, GenerationRequest, ProviderError, TextDelta
-    from reports.validation import settle_citations, validate_report
 
     passages = tuple(cut([document]))
     request = GenerationRequest(
@@ -99,13 +114,8 @@ async def report_of(provider, document, max_tokens: int) -> dict:
     except ProviderError as exc:
         error = exc.message
     seconds = time.monotonic() - started
-    report, _ = settle_citations(text, passages)
-    problems = validate_report(report, max_kb=settings.REPORTS_MAX_REPORT_KB) if text else []
+    problems = problems_of(text, passages, completed, error)
     finish = completed.finish_reason if completed else None
-    if error:
-        problems.append(f"The provider failed: {error}")
-    elif finish != "stop":
-        problems.append(f"The stream ended with {finish or 'no completion signal'}.")
     return {
         "document": document.name,
         "valid": not problems and bool(text.strip()),
@@ -117,7 +127,9 @@ async def report_of(provider, document, max_tokens: int) -> dict:
     }
 
 
-async def measure(args: argparse.Namespace) -> dict:
+@contextlib.asynccontextmanager
+async def local_model():
+    """Yield the `local` provider once its model server is ready; stop the server after."""
     from reports.providers import get_provider
 
     provider = get_provider("local")
@@ -125,6 +137,14 @@ async def measure(args: argparse.Namespace) -> dict:
     await asyncio.sleep(0)  # the server starts
     try:
         await provider.wait_until_ready()
+        yield provider
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+
+
+async def measure(args: argparse.Namespace) -> dict:
+    async with local_model() as provider:
         picked = documents(args.documents, args.chars)
         results = {
             "model": Path(provider.server.model).name,
@@ -158,9 +178,6 @@ async def measure(args: argparse.Namespace) -> dict:
 
             await asyncio.gather(*(one(document) for document in picked))
         return results
-    finally:
-        serving.cancel()
-        await asyncio.gather(serving, return_exceptions=True)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,8 +9,7 @@ import asyncio
 import pytest
 
 from bench import repetition
-from reports.providers.local import LocalProvider, Props
-from tests.providers.openai_server import OpenAIServer, Reply
+from tests.providers.openai_server import Reply, local_provider_on_it
 
 SAMPLING = {"repeat_penalty", "repeat_last_n", "dry_multiplier", "dry_base"}
 SAMPLING |= {"dry_allowed_length", "seed"}
@@ -18,13 +17,8 @@ SAMPLING |= {"dry_allowed_length", "seed"}
 
 @pytest.fixture
 def scripted(settings):
-    settings.REPORTS_MODEL = "SmolLM2-135M-Instruct.Q4_1"
-    server = OpenAIServer().start()
-    provider = LocalProvider(model_path="unused.gguf")
-    provider.attach(server.base_url.removesuffix("/v1"), Props(window=4096, slots=1))
-    provider.server.ready.set()
-    yield server, provider
-    server.stop()
+    with local_provider_on_it(settings, "SmolLM2-135M-Instruct.Q4_1") as scripted:
+        yield scripted
 
 
 def usage(completion: int) -> dict:

@@ -321,3 +321,20 @@ def point_at(settings, base_url: str, **options) -> None:
             "OPTIONS": {"base_url": base_url, "api_key": KEY, **options},
         },
     }
+
+
+@contextlib.contextmanager
+def local_provider_on_it(settings, model: str):
+    """Yield (server, provider): a `local` provider whose model server is a scripted
+    OpenAIServer (no model is loaded), its model `model`."""
+    from reports.providers.local import LocalProvider, Props
+
+    settings.REPORTS_MODEL = model
+    server = OpenAIServer().start()
+    provider = LocalProvider(model_path="unused.gguf")
+    provider.attach(server.base_url.removesuffix("/v1"), Props(window=4096, slots=1))
+    provider.server.ready.set()
+    try:
+        yield server, provider
+    finally:
+        server.stop()

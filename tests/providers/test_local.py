@@ -25,11 +25,11 @@ from reports.models import Attempt, Task
 from reports.parsers.passages import cut
 from reports.providers import get_provider
 from reports.providers.base import Completed, GenerationRequest, SourceDocument, TextDelta
-from reports.providers.local import LocalProvider, Props
+from reports.providers.local import LocalProvider
 from reports.validation import validate_report
 from reports.worker.supervisor import Supervisor
 from tests.helpers import SAMPLE
-from tests.providers.openai_server import OpenAIServer, Reply
+from tests.providers.openai_server import Reply, local_provider_on_it
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -180,13 +180,8 @@ async def test_a_killed_model_server_is_started_again_and_a_task_still_succeeds(
 @pytest.fixture
 def scripted(settings):
     """A local provider whose model server is the scripted one (no model is loaded)."""
-    settings.REPORTS_MODEL = MODEL
-    server = OpenAIServer().start()
-    provider = LocalProvider(model_path="unused.gguf")
-    provider.attach(server.base_url.removesuffix("/v1"), Props(window=4096, slots=1))
-    provider.server.ready.set()
-    yield server, provider
-    server.stop()
+    with local_provider_on_it(settings, MODEL) as scripted:
+        yield scripted
 
 
 def usage(prompt: int, completion: int, cached: int) -> dict:

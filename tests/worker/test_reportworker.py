@@ -111,39 +111,35 @@ def test_on_an_object_store_a_killed_worker_is_replaced_by_one_with_a_fresh_disk
         assert files_under(disk) == []
 
 
-def test_behind_a_transaction_pooler_without_a_direct_listen_url_it_refuses_to_start():
-    environment = {
-        **os.environ,
-        "DJANGO_SECRET_KEY": "test-only",
-        "DATABASE_URL": "postgres://postgres@127.0.0.1:6432/reportline",
-        "REPORTS_DATABASE_POOLING": "transaction",
-        "REPORTS_LISTEN_DATABASE_URL": "",
-    }
+def reportworker_refusing(*options: str, **environment: str) -> str:
+    """Run `manage.py reportworker --slots 1 <options>`, which must refuse to start;
+    return what it wrote on standard error."""
     result = subprocess.run(
-        [sys.executable, "manage.py", "reportworker", "--slots", "1"],
+        [sys.executable, "manage.py", "reportworker", "--slots", "1", *options],
         cwd=ROOT,
-        env=environment,
+        env={**os.environ, "DJANGO_SECRET_KEY": "test-only", **environment},
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert result.returncode != 0
-    assert "REPORTS_LISTEN_DATABASE_URL" in result.stderr
+    return result.stderr
+
+
+def test_behind_a_transaction_pooler_without_a_direct_listen_url_it_refuses_to_start():
+    stderr = reportworker_refusing(
+        DATABASE_URL="postgres://postgres@127.0.0.1:6432/reportline",
+        REPORTS_DATABASE_POOLING="transaction",
+        REPORTS_LISTEN_DATABASE_URL="",
+    )
+    assert "REPORTS_LISTEN_DATABASE_URL" in stderr
 
 
 @pytest.mark.parametrize("lanes", ["fast", "short;long", ""])
 def test_lanes_that_name_no_lane_stop_the_worker_instead_of_leaving_it_idle(lanes):
     # Before, such a worker started, claimed nothing, and said nothing about why.
-    result = subprocess.run(
-        [sys.executable, "manage.py", "reportworker", "--slots", "1", "--lanes", lanes],
-        cwd=ROOT,
-        env={**os.environ, "DJANGO_SECRET_KEY": "test-only"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert result.returncode != 0
-    assert f"--lanes takes short, long or both (short,long), not {lanes!r}" in result.stderr
+    stderr = reportworker_refusing("--lanes", lanes)
+    assert f"--lanes takes short, long or both (short,long), not {lanes!r}" in stderr
 
 
 @pytest.mark.parametrize("option", ["--health-port", "--metrics-port"])
@@ -152,16 +148,8 @@ def test_a_port_already_taken_stops_the_worker_naming_the_option(option):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run(
-            [sys.executable, "manage.py", "reportworker", "--slots", "1", option, str(port)],
-            cwd=ROOT,
-            env={**os.environ, "DJANGO_SECRET_KEY": "test-only"},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    assert result.returncode != 0
-    last = result.stderr.strip().splitlines()[-1]
+        stderr = reportworker_refusing(option, str(port))
+    last = stderr.strip().splitlines()[-1]
     assert last.startswith(f"CommandError: {option} {port}")
     assert "in use" in last
 
