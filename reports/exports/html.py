@@ -1,7 +1,10 @@
 """The report as a standalone HTML page: the page's own rendering, an inline stylesheet, no script.
 
 Citations link to their entries in the report's Sources section, within the file, since
-the task's source pages are not there when the file is opened on its own. The page's
+the task's source pages are not there when the file is opened on its own. A block whose
+first letter is of a right-to-left script (Arabic, Hebrew…) is marked `dir="rtl"`, as a
+browser resolves `dir="auto"`, but written out, so that WeasyPrint, which reads `dir` but
+does not resolve "auto", sets the PDF's paragraphs, lists and tables right to left too. The page's
 template is read by an engine of its own, so that the sandbox's child, which has no
 settings, can render it.
 """
@@ -15,6 +18,7 @@ from pathlib import Path
 
 from django.template import Context, Engine
 
+from reports.exports.direction import first_strong
 from reports.rendering import render_markdown
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "templates"
@@ -25,6 +29,11 @@ _SOURCES_HEADING = "<h2>Sources</h2>"
 _SOURCE_ENTRY = re.compile(r'<(li|p)><a href="#source-(S\d+)"')
 _TITLE = re.compile(r"<h1>(.*?)</h1>", re.S)
 _TAG = re.compile(r"<[^>]+>")
+# What `dir` is resolved for: the blocks a direction applies to, as dir="auto" would be set.
+_BLOCKS = frozenset(
+    {"p", "li", "ul", "ol", "blockquote", "table", "th", "td", "h1", "h2", "h3", "h4", "h5", "h6"}
+)
+_TAG_OR_TEXT = re.compile(r"<(/?)([a-z0-9]+)[^>]*>|[^<]+")
 
 
 def standalone(markdown: str) -> str:
@@ -35,8 +44,49 @@ def standalone(markdown: str) -> str:
         sources = _SOURCE_ENTRY.sub(r'<\1 id="source-\2"><a href="#source-\2"', sources)
         body = text + heading + sources
     title = _TITLE.search(body)
-    context = {"title": unescape(_TAG.sub("", title.group(1))) if title else "Report", "body": body}
+    context = {
+        "title": unescape(_TAG.sub("", title.group(1))) if title else "Report",
+        "body": directed(body),
+    }
     return _engine.get_template("reports/export.html").render(Context(context))
+
+
+def directed(body: str) -> str:
+    """Return rendered report HTML with `dir` on each block whose direction, found from its
+    first strongly directed letter (as for `dir="auto"`, reports.exports.direction), differs
+    from the one it would inherit: "rtl" on an Arabic or Hebrew paragraph, "ltr" back on an
+    English list inside it. A block with no such letter (a number) keeps its parent's."""
+    pieces: list[str] = []
+    # The open blocks, outermost first: [tag, index of its start tag in pieces, direction].
+    open_blocks: list[list] = []
+    undecided = 0
+    for match in _TAG_OR_TEXT.finditer(body):
+        pieces.append(match.group())
+        closing, tag = match.group(1), match.group(2)
+        if tag is None:
+            if undecided:
+                direction = first_strong(unescape(match.group()))
+                if direction:
+                    inherited = "ltr"
+                    for block in open_blocks:
+                        if block[2] is None:
+                            block[2] = direction
+                            if direction != inherited:
+                                start = pieces[block[1]]
+                                pieces[block[1]] = f'{start[:-1]} dir="{direction}">'
+                        inherited = block[2]
+                    undecided = 0
+        elif tag in _BLOCKS:
+            if not closing:
+                open_blocks.append([tag, len(pieces) - 1, None])
+                undecided += 1
+            else:
+                while open_blocks:
+                    block = open_blocks.pop()
+                    undecided -= block[2] is None
+                    if block[0] == tag:
+                        break
+    return "".join(pieces)
 
 
 def in_child(markdown: bytes) -> str:

@@ -1,14 +1,46 @@
-"""Reports with what does not fit a line, in the PDF.
+"""Reports right to left, and with what does not fit a line, in the HTML page and the PDF.
 
-What a reader meets in the file: where a line sits on the PDF's page.
+What a reader meets in the file: where a line sits on the PDF's page, the `dir` of the HTML
+page's blocks.
 Converted in this process, as the sandbox's child would.
 """
 
 from __future__ import annotations
 
+import functools
+
 import pypdfium2
 
 from reports.exports import html, pdf
+
+SCRIPTS = """# Harbour survey
+
+Chinese: 港口调查显示三个港口的水深不同.
+
+Japanese: 港湾の調査では、ひらがなとカタカナ。
+
+Korean: 항구 조사 결과 세 항구의 수심이 다릅니다.
+
+Hindi: बंदरगाह सर्वेक्षण में तीन बंदरगाहों की गहराई अलग थी।
+
+مرحبا بالعالم، هذا تقرير عن 3 موانئ في عام 2024 مع Northgate و Southwick [S1].
+
+שלום עולם, זה דוח על 3 נמלים עם Haifa.
+
+- قائمة الموانئ
+  - Northgate
+- נמל חיפה
+
+| עיר | العمق | הערה |
+|---|---|---|
+| חיפה | 12 | עמוק |
+
+Three harbours were surveyed.
+
+## Sources
+
+- S1 — survey.pdf, page 2
+"""
 
 WIDE = (
     "# Long lines\n\n"
@@ -28,6 +60,59 @@ WIDE = (
     + " | ".join(f"measured-depth-{n}-metres" for n in range(14))
     + " |\n"
 )  # fmt: skip
+
+
+@functools.cache
+def scripts_pdf() -> pypdfium2.PdfTextPage:
+    document = pypdfium2.PdfDocument(pdf.render(html.standalone(SCRIPTS)))
+    assert len(document) == 1
+    return document[0].get_textpage()
+
+
+def box_of(textpage: pypdfium2.PdfTextPage, found: str) -> tuple[float, float, float, float]:
+    """Return the box (left, bottom, right, top) of the first place `found` is shown."""
+    searcher = textpage.search(found)
+    start, count = searcher.get_next()
+    boxes = [textpage.get_charbox(i) for i in range(start, start + count)]
+    return (
+        min(b[0] for b in boxes),
+        min(b[1] for b in boxes),
+        max(b[2] for b in boxes),
+        max(b[3] for b in boxes),
+    )
+
+
+def test_an_arabic_paragraph_reads_right_to_left_in_the_pdf():
+    textpage = scripts_pdf()
+    page_width = 595.28
+    northgate, southwick = box_of(textpage, "Northgate"), box_of(textpage, "Southwick")
+    english = box_of(textpage, "Three harbours")
+
+    # Set right to left, the English names come in the sentence's order from the right, and
+    # the paragraph ends at the right margin, where the English one begins at the left.
+    assert southwick[2] < northgate[0]
+    arabic_line = [
+        textpage.get_charbox(i)
+        for i in range(textpage.count_chars())
+        if abs(textpage.get_charbox(i)[1] - northgate[1]) < 2
+    ]
+    # (A glyph's box is its ink, a few points inside the line's edge.)
+    assert abs(page_width - max(box[2] for box in arabic_line) - english[0]) < 8
+    assert min(box[0] for box in arabic_line) > english[0] + 20
+    # The table's first column is on the right.
+    assert box_of(textpage, "חיפה")[0] > box_of(textpage, "עמוק")[2]
+
+
+def test_right_to_left_blocks_are_marked_in_the_html_page():
+    page = html.standalone(SCRIPTS)
+
+    assert '<p dir="rtl">مرحبا بالعالم' in page
+    assert '<p dir="rtl">שלום עולם' in page
+    # A list is set as its first item, and an English list inside it back left to right.
+    assert '<ul dir="rtl">\n<li>قائمة الموانئ\n<ul dir="ltr">' in page
+    assert '<table dir="rtl">' in page
+    assert "<p>Three harbours were surveyed.</p>" in page
+    assert '<li id="source-S1"><a href="#source-S1"' in page
 
 
 def test_long_words_addresses_code_and_wide_tables_stay_on_the_page():
