@@ -4,6 +4,10 @@ Headings get Word's heading styles (Heading 1…6), lists its list styles (List 
 List Number, deeper levels as "List Bullet 2"…), tables real tables, and the entries of
 the Sources section a numbered list. Each numbered list starts at its own
 first number (python-docx's list styles would otherwise number every list as one).
+A paragraph whose first letter is Arabic or Hebrew is a right-to-left paragraph (`w:bidi`:
+right-aligned, its number or bullet on the right, its words in their order), as the HTML
+page's `dir` (reports.exports.direction); a table whose first cell is, is laid out right
+to left (`w:bidiVisual`). python-docx has no property for either: they are set in the XML.
 
 `in_child` runs in the sandbox's child process (reports.exports), which hands it the
 Markdown and reads back the document as base64 text.
@@ -16,23 +20,59 @@ import io
 
 from docx import Document
 from docx.document import Document as WordDocument
+from docx.oxml import OxmlElement
 from docx.shared import Pt
 from docx.text.paragraph import Paragraph
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from reports.exports.direction import first_strong
+
 _md = MarkdownIt("commonmark", {"html": False}).enable("table")
 MONOSPACE = "Courier New"
 DEEPEST_LIST_STYLE = 3  # Word's template has List Bullet/Number, … 2 and … 3
+# What may follow w:bidi in a paragraph's properties, and w:bidiVisual in a table's (the
+# schema's order, which Word holds to).
+_AFTER_BIDI = (
+    "w:adjustRightInd", "w:snapToGrid", "w:spacing", "w:ind", "w:contextualSpacing",
+    "w:mirrorIndents", "w:suppressOverlap", "w:jc", "w:textDirection", "w:textAlignment",
+    "w:textboxTightWrap", "w:outlineLvl", "w:divId", "w:cnfStyle", "w:rPr", "w:sectPr",
+    "w:pPrChange",
+)  # fmt: skip
+_AFTER_BIDI_VISUAL = (
+    "w:tblStyleRowBandSize", "w:tblStyleColBandSize", "w:tblW", "w:jc", "w:tblCellSpacing",
+    "w:tblInd", "w:tblBorders", "w:shd", "w:tblLayout", "w:tblCellMar", "w:tblLook",
+    "w:tblCaption", "w:tblDescription", "w:tblPrChange",
+)  # fmt: skip
 
 
 def render(markdown: str) -> bytes:
     """Return the .docx of a report's Markdown."""
     writer = _Writer()
     writer.write(_md.parse(markdown))
+    _set_directions(writer.document)
     out = io.BytesIO()
     writer.document.save(out)
     return out.getvalue()
+
+
+def _set_directions(document: WordDocument) -> None:
+    """Mark right to left each paragraph, and each table, whose text begins so."""
+    for paragraph in document.paragraphs:
+        _set_direction(paragraph)
+    for table in document.tables:
+        if first_strong("".join(cell.text for cell in table.rows[0].cells)) == "rtl":
+            table._tbl.tblPr.insert_element_before(OxmlElement("w:bidiVisual"), *_AFTER_BIDI_VISUAL)
+        for row in table.rows:
+            for cell in row.cells:
+                for paragraph in cell.paragraphs:
+                    _set_direction(paragraph)
+
+
+def _set_direction(paragraph: Paragraph) -> None:
+    if first_strong(paragraph.text) == "rtl":
+        pPr = paragraph._p.get_or_add_pPr()
+        pPr.insert_element_before(OxmlElement("w:bidi"), *_AFTER_BIDI)
 
 
 def in_child(markdown: bytes) -> str:

@@ -1,16 +1,20 @@
-"""Reports right to left, and with what does not fit a line, in the HTML page and the PDF.
+"""Reports right to left, and with what does not fit a line, in each format.
 
 What a reader meets in the file: where a line sits on the PDF's page, the `dir` of the HTML
-page's blocks.
+page's blocks, the Word document's right-to-left marks.
 Converted in this process, as the sandbox's child would.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 
+import docx
 import pypdfium2
+from docx.oxml.ns import qn
 
+from reports.exports import docx as word
 from reports.exports import html, pdf
 
 SCRIPTS = """# Harbour survey
@@ -113,6 +117,23 @@ def test_right_to_left_blocks_are_marked_in_the_html_page():
     assert '<table dir="rtl">' in page
     assert "<p>Three harbours were surveyed.</p>" in page
     assert '<li id="source-S1"><a href="#source-S1"' in page
+
+
+def test_right_to_left_paragraphs_and_tables_in_the_word_document():
+    document = docx.Document(io.BytesIO(word.render(SCRIPTS)))
+    right_to_left = {
+        p.text: p._p.pPr is not None and p._p.pPr.find(qn("w:bidi")) is not None
+        for p in document.paragraphs
+    }
+
+    assert right_to_left[
+        "مرحبا بالعالم، هذا تقرير عن 3 موانئ في عام 2024 مع Northgate و Southwick [S1]."
+    ]
+    assert right_to_left["שלום עולם, זה דוח על 3 נמלים עם Haifa."]
+    assert right_to_left["قائمة الموانئ"] and not right_to_left["Northgate"]
+    assert not right_to_left["Three harbours were surveyed."]
+    [table] = document.tables
+    assert table._tbl.tblPr.find(qn("w:bidiVisual")) is not None
 
 
 def test_long_words_addresses_code_and_wide_tables_stay_on_the_page():
