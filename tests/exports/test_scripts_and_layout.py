@@ -1,17 +1,20 @@
-"""Reports right to left, and with what does not fit a line, in each format.
+"""Reports in other scripts, right to left, and with what does not fit a line, in each format.
 
-What a reader meets in the file: where a line sits on the PDF's page, the `dir` of the HTML
-page's blocks, the Word document's right-to-left marks.
+What a reader meets in the file: the face each letter is drawn in, where a line sits on the
+PDF's page, the `dir` of the HTML page's blocks, the Word document's right-to-left marks.
 Converted in this process, as the sandbox's child would.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import io
+import unicodedata
 
 import docx
 import pypdfium2
+import pypdfium2.raw as pdfium
 from docx.oxml.ns import qn
 
 from reports.exports import docx as word
@@ -46,6 +49,18 @@ Three harbours were surveyed.
 - S1 — survey.pdf, page 2
 """
 
+# The face each script is drawn in: the body's font stack names one serif face a script
+# (templates/reports/export.html), from Debian's fonts-noto-cjk and fonts-noto-core.
+FACES = {
+    "CJK": "Noto-Serif-CJK",
+    "HIRAGANA": "Noto-Serif-CJK",
+    "KATAKANA": "Noto-Serif-CJK",
+    "HANGUL": "Noto-Serif-CJK",
+    "DEVANAGARI": "Noto-Serif-Devanagari",
+    "ARABIC": "Noto-Naskh-Arabic",
+    "HEBREW": "Noto-Serif-Hebrew",
+}
+
 WIDE = (
     "# Long lines\n\n"
     + "A word: "
@@ -73,6 +88,13 @@ def scripts_pdf() -> pypdfium2.PdfTextPage:
     return document[0].get_textpage()
 
 
+def font_of(textpage: pypdfium2.PdfTextPage, index: int) -> str:
+    size = pdfium.FPDFText_GetFontInfo(textpage, index, None, 0, None)
+    name = ctypes.create_string_buffer(size)
+    pdfium.FPDFText_GetFontInfo(textpage, index, name, size, ctypes.byref(ctypes.c_int()))
+    return name.value.decode()
+
+
 def box_of(textpage: pypdfium2.PdfTextPage, found: str) -> tuple[float, float, float, float]:
     """Return the box (left, bottom, right, top) of the first place `found` is shown."""
     searcher = textpage.search(found)
@@ -84,6 +106,24 @@ def box_of(textpage: pypdfium2.PdfTextPage, found: str) -> tuple[float, float, f
         max(b[2] for b in boxes),
         max(b[3] for b in boxes),
     )
+
+
+def test_each_script_is_drawn_in_a_face_that_has_it():
+    textpage = scripts_pdf()
+    seen = set()
+    for index in range(textpage.count_chars()):
+        char = textpage.get_text_range(index, 1)
+        script = unicodedata.name(char, "").split(" ")[0] if char.strip() else ""
+        if script in FACES and unicodedata.category(char)[0] in "LM":
+            seen.add(script)
+            face = font_of(textpage, index)
+            # Without a face for the script, the letter is drawn as a box, in DejaVu.
+            assert FACES[script] in face, (
+                f"{char!r} ({script}) is drawn in {face}: the PDF needs Debian's "
+                "fonts-noto-cjk and fonts-noto-core (docs/production.md), named in the "
+                "page's font stack"
+            )
+    assert seen == set(FACES)
 
 
 def test_an_arabic_paragraph_reads_right_to_left_in_the_pdf():
