@@ -8,6 +8,8 @@ A paragraph whose first letter is Arabic or Hebrew is a right-to-left paragraph 
 right-aligned, its number or bullet on the right, its words in their order), as the HTML
 page's `dir` (reports.exports.direction); a table whose first cell is, is laid out right
 to left (`w:bidiVisual`). python-docx has no property for either: they are set in the XML.
+A link to a web or mail address is a Word hyperlink to it, blue and underlined; any other
+link (a path on the site, which a file opened elsewhere cannot follow) is its text alone.
 
 `in_child` runs in the sandbox's child process (reports.exports), which hands it the
 Markdown and reads back the document as base64 text.
@@ -17,19 +19,25 @@ from __future__ import annotations
 
 import base64
 import io
+import re
 
 from docx import Document
 from docx.document import Document as WordDocument
+from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.oxml import OxmlElement
-from docx.shared import Pt
+from docx.oxml.ns import qn
+from docx.shared import Pt, RGBColor
 from docx.text.paragraph import Paragraph
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from reports.exports.direction import first_strong
+from reports.rendering import ALLOWED_SCHEMES, is_safe_link
 
 _md = MarkdownIt("commonmark", {"html": False}).enable("table")
 MONOSPACE = "Courier New"
+LINK_COLOUR = RGBColor(0x0B, 0x57, 0xD0)  # the HTML page's
+_ADDRESS = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.I)
 DEEPEST_LIST_STYLE = 3  # Word's template has List Bullet/Number, … 2 and … 3
 # What may follow w:bidi in a paragraph's properties, and w:bidiVisual in a table's (the
 # schema's order, which Word holds to).
@@ -87,6 +95,7 @@ class _Writer:
         self.quoted = 0
         self.in_sources = False
         self._style_ids: dict[str, str] = {}
+        self.link = None  # the hyperlink element the inline text goes into, if any
 
     def write(self, tokens: list[Token]) -> None:
         index = 0
@@ -185,9 +194,14 @@ class _Writer:
 
     def _inline(self, paragraph: Paragraph, inline: Token, *, bold: bool = False) -> None:
         strong, emphasis = int(bold), 0
+        self.link = None
         for child in inline.children or []:
             kind = child.type
-            if kind == "strong_open":
+            if kind == "link_open":
+                self.link = self._hyperlink(paragraph, str(child.attrGet("href") or ""))
+            elif kind == "link_close":
+                self.link = None
+            elif kind == "strong_open":
                 strong += 1
             elif kind == "strong_close":
                 strong -= 1
@@ -206,9 +220,26 @@ class _Writer:
             elif kind == "image":
                 self._run(paragraph, child.content, italic=True)
 
-    @staticmethod
-    def _run(paragraph: Paragraph, text: str, *, bold=False, italic=False, code=False) -> None:
+    def _hyperlink(self, paragraph: Paragraph, href: str):
+        """Return a hyperlink element to `href` at the paragraph's end, or None when `href` is
+        no web or mail address."""
+        scheme = _ADDRESS.match(href)
+        if not (scheme and scheme.group(1).lower() in ALLOWED_SCHEMES and is_safe_link(href)):
+            return None
+        hyperlink = OxmlElement("w:hyperlink")
+        hyperlink.set(
+            qn("r:id"),
+            self.document.part.relate_to(href, RELATIONSHIP_TYPE.HYPERLINK, is_external=True),
+        )
+        paragraph._p.append(hyperlink)
+        return hyperlink
+
+    def _run(self, paragraph: Paragraph, text: str, *, bold=False, italic=False, code=False):
         run = paragraph.add_run(text)
+        if self.link is not None:
+            self.link.append(run._r)
+            run.font.color.rgb = LINK_COLOUR
+            run.underline = True
         if bold:
             run.bold = True
         if italic:

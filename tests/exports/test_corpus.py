@@ -130,3 +130,19 @@ def test_a_numbered_list_broken_by_a_paragraph_goes_on_in_the_pdf():
 
     # WeasyPrint writes the markers after the page's text, in order.
     assert re.findall(r"^\s*(\d+)\.", text, re.M) == ["1", "2", "3", "4"], text
+
+
+def test_a_web_address_is_a_hyperlink_in_the_word_document_and_a_site_path_its_text():
+    report = (
+        "# T\n\nSee [the **survey**](https://example.com/survey?year=2024&port=2), "
+        "[write](mailto:harbours@example.com), [the task](/tasks/1/) and "
+        "[this](javascript:alert(1)) [S1].\n"
+    )
+    document = docx.Document(io.BytesIO(word.render(report)))
+    [paragraph] = [p for p in document.paragraphs if p.text.startswith("See")]
+
+    assert [(link.text, link.address) for link in paragraph.hyperlinks] == [
+        ("the survey", "https://example.com/survey?year=2024&port=2"),
+        ("write", "mailto:harbours@example.com"),
+    ]
+    assert paragraph.text == "See the survey, write, the task and [this](javascript:alert(1)) [S1]."
