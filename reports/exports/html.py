@@ -1,7 +1,10 @@
 """The report as a standalone HTML page: the page's own rendering, an inline stylesheet, no script.
 
 Citations link to their entries in the report's Sources section, within the file, since
-the task's source pages are not there when the file is opened on its own. A block whose
+the task's source pages are not there when the file is opened on its own; for that same
+reason any other link to a path on the site is its words alone, and an image on the site
+its alt text (the site's address is not known here, and the page's CSP and the PDF's
+fetcher load nothing from outside the file). A block whose
 first letter is of a right-to-left script (Arabic, Hebrew…) is marked `dir="rtl"`, as a
 browser resolves `dir="auto"`, but written out, so that WeasyPrint, which reads `dir` but
 does not resolve "auto", sets the PDF's paragraphs, lists and tables right to left too. The page's
@@ -29,6 +32,11 @@ _SOURCES_HEADING = "<h2>Sources</h2>"
 _SOURCE_ENTRY = re.compile(r'<(li|p)><a href="#source-(S\d+)"')
 _TITLE = re.compile(r"<h1>(.*?)</h1>", re.S)
 _TAG = re.compile(r"<[^>]+>")
+# A link or image the renderer kept on the site: anything but a fragment or an address.
+_SITE_LINK = re.compile(r'<a href="(?![#]|[a-z][a-z0-9+.\-]*:)[^"]*"[^>]*>(.*?)</a>', re.S | re.I)
+_IMAGE = re.compile(r"<img\b[^>]*>", re.I)
+_ADDRESS_SRC = re.compile(r' src="[a-z][a-z0-9+.\-]*:', re.I)
+_ALT = re.compile(r' alt="([^"]*)"')
 # What `dir` is resolved for: the blocks a direction applies to, as dir="auto" would be set.
 _BLOCKS = frozenset(
     {"p", "li", "ul", "ol", "blockquote", "table", "th", "td", "h1", "h2", "h3", "h4", "h5", "h6"}
@@ -39,6 +47,7 @@ _TAG_OR_TEXT = re.compile(r"<(/?)([a-z0-9]+)[^>]*>|[^<]+")
 def standalone(markdown: str) -> str:
     """Return the report as a whole HTML page that needs nothing else to be read or printed."""
     body = _CITATION_HREF.sub(r'href="#source-\1"', render_markdown(markdown))
+    body = _IMAGE.sub(_alt_of_site_image, _SITE_LINK.sub(r"\1", body))
     text, heading, sources = body.rpartition(_SOURCES_HEADING)
     if heading:
         sources = _SOURCE_ENTRY.sub(r'<\1 id="source-\2"><a href="#source-\2"', sources)
@@ -49,6 +58,13 @@ def standalone(markdown: str) -> str:
         "body": directed(body),
     }
     return _engine.get_template("reports/export.html").render(Context(context))
+
+
+def _alt_of_site_image(image: re.Match) -> str:
+    if _ADDRESS_SRC.search(image[0]):
+        return image[0]
+    alt = _ALT.search(image[0])
+    return alt[1] if alt else ""
 
 
 def directed(body: str) -> str:

@@ -146,3 +146,17 @@ def test_a_web_address_is_a_hyperlink_in_the_word_document_and_a_site_path_its_t
         ("write", "mailto:harbours@example.com"),
     ]
     assert paragraph.text == "See the survey, write, the task and [this](javascript:alert(1)) [S1]."
+
+
+def test_a_path_on_the_site_is_its_words_in_the_html_page_which_opens_elsewhere():
+    report = (
+        "# T\n\nSee [the task](/tasks/1/), [the survey](https://example.com/survey) [S1] "
+        "and ![the harbour map](/static/map.png).\n\n## Sources\n\n- S1 — survey.pdf, page 2\n"
+    )
+    page = html.standalone(report)
+
+    # Opened from a download folder, "/tasks/1/" would lead nowhere, and the image would
+    # not load (the page loads nothing from outside the file): their words stay.
+    assert "See the task, " in page and 'href="/' not in page
+    assert "and the harbour map.</p>" in page and "<img" not in page
+    assert '<a href="https://example.com/survey"' in page and 'href="#source-S1"' in page
