@@ -8,7 +8,7 @@ from datetime import UTC
 from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
-from django.db.models import OuterRef, Subquery
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -117,7 +117,10 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     list_filter = ("status", "lane", ErrorTypeFilter, "cost_status", "scenario")
     list_select_related = ("owner",)
     search_fields = ("owner__username", "documents__name", "instructions")
-    search_help_text = "A task id (exact), an owner's username, a file name or instructions."
+    search_help_text = (
+        "An id from a log line (exact): task, attempt, request, trace, worker or the "
+        "provider's request id; or an owner's username, a file name or instructions."
+    )
     date_hierarchy = "created_at"
     inlines = (DocumentInline, AttemptInline, ShareLinkInline, WebhookDeliveryInline)
     actions = ("cancel_tasks", "requeue_reconciled", "fail_reconciled", "compare_tasks")
@@ -178,6 +181,30 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         # A task holds a reservation and stored files that only its end releases: cancel it.
         return False
+
+    def get_search_results(self, request, queryset, search_term):
+        """Find a task by any id its log lines carry (docs/observability.md), exactly; a
+        term that is none of them searches `search_fields` as usual."""
+        term = search_term.strip()
+        if not term or " " in term:
+            return super(UuidSearchMixin, self).get_search_results(request, queryset, term)
+        ids = Q(request_id=term) | Q(trace_id=term.lower()) | Q(worker_id=term)
+        attempts = Q(provider_request_id=term) | Q(worker_id=term)
+        try:
+            value = uuid.UUID(term)
+        except ValueError:
+            pass
+        else:
+            # A 32-digit request or trace id parses as a UUID too.
+            ids |= Q(pk=value) | Q(result_id=value) | Q(request_id=value.hex)
+            ids |= Q(trace_id=value.hex)
+            attempts |= Q(pk=value)
+        found = queryset.filter(
+            ids | Q(Exists(Attempt.objects.filter(attempts, task=OuterRef("pk"))))
+        )
+        if found.exists():
+            return found, False
+        return super(UuidSearchMixin, self).get_search_results(request, queryset, term)
 
     def get_queryset(self, request):
         # The rendered report can be large and no admin page shows it.
