@@ -50,6 +50,7 @@ class DocumentInline(ReadOnlyInline, admin.TabularInline):
 
 class AttemptInline(ReadOnlyInline, admin.StackedInline):
     model = Attempt
+    show_change_link = True  # the attempt's page has its whole text
     fields = readonly_fields = (
         "number",
         "status",
@@ -133,3 +134,8 @@ class WebhookDeliveryInline(ReadOnlyInline, admin.TabularInline):
     model = WebhookDelivery
     fields = readonly_fields = DELIVERY_FIELDS
     verbose_name_plural = "webhook deliveries"
+    show_change_link = True  # the delivery's page has the body that was sent
+
+    def get_queryset(self, request):
+        # Each row names its endpoint: one query for all of them, not one a row.
+        return super().get_queryset(request).select_related("endpoint").defer("body")
