@@ -1,13 +1,14 @@
-"""Webhook endpoints and their delivery attempts, read-only; a task's deliveries show
-inline on its page. Secrets are never shown."""
+"""Webhook endpoints and their delivery attempts, read-only but for disabling an endpoint;
+a task's deliveries show inline on its page. Secrets are never shown."""
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from reports.admin.inlines import DELIVERY_FIELDS
 from reports.admin.tasks import ReadOnlyAdmin, UuidSearchMixin
 from reports.models import WebhookDelivery, WebhookEndpoint
+from reports.webhooks.delivery import disable_endpoints
 
 
 @admin.register(WebhookEndpoint)
@@ -25,6 +26,19 @@ class WebhookEndpointAdmin(UuidSearchMixin, ReadOnlyAdmin):
         "disabled_reason",
         "consecutive_failures",
     )
+    actions = ("disable",)
+
+    @admin.action(description="Disable selected endpoints", permissions=["operate"])
+    def disable(self, request, queryset) -> None:
+        selected = queryset.count()
+        reason = f"Disabled by an administrator ({request.user.get_username()})."
+        disabled = disable_endpoints(queryset, reason)
+        self.message_user(
+            request,
+            f"{disabled} endpoint(s) disabled, their waiting deliveries failed; "
+            f"{selected - disabled} already disabled.",
+            messages.SUCCESS if disabled == selected else messages.WARNING,
+        )
 
 
 @admin.register(WebhookDelivery)

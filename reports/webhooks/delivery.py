@@ -199,12 +199,22 @@ def record(job: Job, outcome: Outcome, clock: Clock | None = None) -> None:
         WebhookDelivery.objects.filter(pk=job.delivery_id).update(**fields)
 
 
-def _disable(endpoint, now: datetime, reason: str) -> None:
-    """Disable the endpoint; its deliveries still waiting fail with it."""
-    endpoint.filter(disabled_at__isnull=True).update(disabled_at=now, disabled_reason=reason[:300])
+def _disable(endpoint, now: datetime, reason: str) -> int:
+    """Disable the endpoints still enabled of the queryset `endpoint`; their deliveries
+    still waiting fail with them. Return how many were disabled."""
+    disabled = endpoint.filter(disabled_at__isnull=True).update(
+        disabled_at=now, disabled_reason=reason[:300]
+    )
     WebhookDelivery.objects.filter(endpoint__in=endpoint, status=DeliveryStatus.PENDING).update(
         status=DeliveryStatus.FAILED, last_error="The endpoint was disabled."
     )
+    return disabled
+
+
+def disable_endpoints(endpoints, reason: str) -> int:
+    """Disable `endpoints` (a queryset) as a failing one is disabled; return how many
+    were enabled until now."""
+    return _disable(endpoints, timezone.now(), reason)
 
 
 def deliver_due(clock: Clock | None = None, limit: int = 100) -> int:

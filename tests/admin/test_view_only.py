@@ -10,8 +10,9 @@ from django.contrib import admin
 from django.contrib.admin.options import ActionLocation
 from django.contrib.auth.models import Permission
 from django.urls import reverse
+from django.utils.timezone import now
 
-from reports.models import Budget, Task
+from reports.models import Budget, ShareLink, Task, WebhookDelivery, WebhookEndpoint
 from tests.helpers import stored_files
 
 pytestmark = pytest.mark.django_db
@@ -66,6 +67,11 @@ def test_a_view_only_staff_member_changes_nothing_through_any_action_or_page(
     client, viewer, alice, alice_token, make_task, unanswered_task
 ):
     make_task()  # a queued task next to one waiting in reconciliation
+    ShareLink.objects.issue(unanswered_task, 7)
+    endpoint = WebhookEndpoint.objects.create(user=alice, url="https://hooks.example/", secret="s")
+    WebhookDelivery.objects.create(
+        task=unanswered_task, endpoint=endpoint, event_type="x", body="{}", next_attempt_at=now()
+    )
     Budget.objects.filter(user=alice).update(spent_micros=1_234_567)
     client.force_login(viewer)
     before = state()
@@ -103,7 +109,14 @@ def test_a_view_only_staff_member_changes_nothing_through_any_action_or_page(
                 assert state() == before, f"{send.__name__.upper()} {url} changed data"
 
     # The walk reached what changes data for those allowed to.
-    for name in ("start_new_period", "cancel_tasks", "requeue_reconciled", "delete_selected"):
+    for name in (
+        "start_new_period",
+        "cancel_tasks",
+        "requeue_reconciled",
+        "delete_selected",
+        "disable",
+        "revoke",
+    ):
         assert name in tried
     assert f"/admin/reports/task/{unanswered_task.pk}/settle/" in tried
     assert Budget.objects.get(user=alice).spent_micros == 1_234_567
