@@ -355,19 +355,32 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
 
     @admin.action(description="Cancel selected tasks", permissions=["operate"])
     def cancel_tasks(self, request, queryset) -> None:
-        cancelled = asked = finished = 0
+        cancelled = asked = finished = waiting = 0
         for task in queryset.select_related(None).only("id", "status"):
             was_cancelled = task.status == Status.CANCELLED
             if not lifecycle.cancel_task(task) or was_cancelled:
-                finished += 1
+                # cancel_task read the status it found: a task waiting on an administrator
+                # has not finished, and cancelling is not how it is resolved.
+                if task.status == Status.RECONCILIATION_REQUIRED:
+                    waiting += 1
+                else:
+                    finished += 1
             elif task.status in LEASED:
                 asked += 1
             else:
                 cancelled += 1
+        message = (
+            f"{cancelled} cancelled, {asked} asked to stop (running), {finished} already finished."
+        )
+        if waiting:
+            message += (
+                f" {waiting} in reconciliation_required, not cancelled: requeue them or mark "
+                "them failed."
+            )
         self.message_user(
             request,
-            f"{cancelled} cancelled, {asked} asked to stop (running), {finished} already finished.",
-            messages.SUCCESS if finished == 0 else messages.WARNING,
+            message,
+            messages.SUCCESS if finished == waiting == 0 else messages.WARNING,
         )
 
     @admin.action(

@@ -179,6 +179,21 @@ def test_cancel_action_asks_a_running_task_and_leaves_finished_ones(
     assert "0 cancelled, 1 asked to stop (running), 1 already finished." in messages_of(response)
 
 
+def test_cancel_action_names_a_task_in_reconciliation_as_waiting_not_finished(
+    admin_client, make_task
+):
+    task = in_reconciliation(make_task)
+    queued = make_task()
+
+    response = run_action(admin_client, "cancel_tasks", task, queued)
+    task.refresh_from_db()
+    assert task.status == Status.RECONCILIATION_REQUIRED
+    assert messages_of(response) == [
+        "1 cancelled, 0 asked to stop (running), 0 already finished. 1 in "
+        "reconciliation_required, not cancelled: requeue them or mark them failed."
+    ]
+
+
 def test_requeue_makes_a_reconciliation_task_claimable_again(admin_client, make_task):
     task = in_reconciliation(make_task)
 
