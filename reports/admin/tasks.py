@@ -9,6 +9,7 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_permission_codename
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models.functions import Now
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import path, reverse
@@ -59,6 +60,32 @@ class ErrorTypeFilter(admin.SimpleListFilter):
     def queryset(self, request, queryset):
         if self.value():
             return queryset.filter(error_type=self.value())
+        return queryset
+
+
+class AttentionFilter(admin.SimpleListFilter):
+    """The tasks an operator looks at first: those no worker holds any more, and those
+    waiting on an administrator. A worker's reaper requeues the first kind; while no
+    worker runs, nothing does, and the list shows them as running all the same."""
+
+    title = "needs attention"
+    parameter_name = "attention"
+
+    def lookups(self, request, model_admin):
+        return [
+            ("lease_expired", "running, lease expired"),
+            ("reconciliation", "waiting on an administrator"),
+            ("cancel_unheeded", "cancel asked, still running"),
+        ]
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        if value == "lease_expired":
+            return queryset.filter(status__in=LEASED, lease_expires_at__lt=Now())
+        if value == "reconciliation":
+            return queryset.filter(status=Status.RECONCILIATION_REQUIRED)
+        if value == "cancel_unheeded":
+            return queryset.filter(status__in=LEASED, cancel_requested_at__isnull=False)
         return queryset
 
 
@@ -114,7 +141,14 @@ class TaskAdmin(TimingAdminMixin, UuidSearchMixin, ReadOnlyAdmin):
         "duration_ms",
     )
     list_display_links = ("document",)
-    list_filter = ("status", "lane", ErrorTypeFilter, "cost_status", "scenario")
+    list_filter = (
+        AttentionFilter,
+        "status",
+        "lane",
+        ErrorTypeFilter,
+        "cost_status",
+        "scenario",
+    )
     list_select_related = ("owner",)
     search_fields = ("owner__username", "documents__name", "instructions")
     search_help_text = (

@@ -2,9 +2,12 @@
 a task's page opens on its outcome and waterfall, with times to the second."""
 
 import re
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
+from reports.models import Status, Task
 from tests.helpers import run_all, submit, task_of, upload
 
 pytestmark = pytest.mark.django_db
@@ -60,3 +63,27 @@ def test_mark_failed_writes_the_same_task_ended_line_as_every_end(
     assert unanswered_task.status == "failed"
     ended = [r for r in caplog.records if r.getMessage() == "task.ended"]
     assert len(ended) == 1
+
+
+def test_the_attention_filter_lists_tasks_no_worker_holds_and_those_in_reconciliation(
+    admin_client, make_task
+):
+    lost, healthy, waiting, asked, queued = (make_task() for _ in range(5))
+    soon = timezone.now() + timedelta(minutes=5)
+    past = timezone.now() - timedelta(minutes=5)
+    Task.objects.filter(pk=lost.pk).update(status=Status.RUNNING, lease_expires_at=past)
+    Task.objects.filter(pk=healthy.pk).update(status=Status.RUNNING, lease_expires_at=soon)
+    Task.objects.filter(pk=waiting.pk).update(status=Status.RECONCILIATION_REQUIRED)
+    Task.objects.filter(pk=asked.pk).update(
+        status=Status.RUNNING, lease_expires_at=soon, cancel_requested_at=past
+    )
+
+    def listed(value):
+        response = admin_client.get(CHANGELIST, {"attention": value})
+        assert response.status_code == 200
+        return {t.pk for t in response.context["cl"].result_list}
+
+    assert listed("lease_expired") == {lost.pk}
+    assert listed("reconciliation") == {waiting.pk}
+    assert listed("cancel_unheeded") == {asked.pk}
+    assert queued.pk not in listed("lease_expired")
