@@ -16,7 +16,7 @@ class ShareLinkAdmin(UuidSearchMixin, ReadOnlyAdmin):
     list_select_related = ("task__owner",)
     search_fields = ("task__owner__username",)
     search_help_text = "A task id (exact) or its owner's username."
-    uuid_search_field = "task_id"
+    uuid_search_fields = ("task_id",)
     fields = readonly_fields = ("task", "owner", "created_at", "expires_at", "revoked_at", "live")
     actions = ("revoke",)
 

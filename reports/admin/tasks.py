@@ -92,14 +92,17 @@ class AttentionFilter(admin.SimpleListFilter):
 class UuidSearchMixin:
     """Search by exact UUID when the term parses as one; otherwise by `search_fields`."""
 
-    uuid_search_field = "pk"
+    uuid_search_fields: tuple[str, ...] = ("pk",)
 
     def get_search_results(self, request, queryset, search_term):
         try:
             value = uuid.UUID(search_term.strip())
         except ValueError:
             return super().get_search_results(request, queryset, search_term)
-        return queryset.filter(**{self.uuid_search_field: value}), False
+        matches = Q()
+        for field in self.uuid_search_fields:
+            matches |= Q(**{field: value})
+        return queryset.filter(matches), False
 
 
 class ReadOnlyAdmin(CheckedSelectionMixin, admin.ModelAdmin):
@@ -467,9 +470,12 @@ class AttemptAdmin(UuidSearchMixin, ReadOnlyAdmin):
     )
     list_filter = ("status", ErrorTypeFilter)
     list_select_related = ("task",)
-    search_fields = ("task__owner__username",)
-    search_help_text = "A task id (exact) or an owner's username."
-    uuid_search_field = "task_id"
+    search_fields = ("task__owner__username", "=provider_request_id", "=worker_id")
+    search_help_text = (
+        "An attempt's or its task's id (exact), the provider's request id, a worker id, "
+        "or an owner's username."
+    )
+    uuid_search_fields = ("pk", "task_id")
     ordering = ("-started_at",)
 
     def get_queryset(self, request):

@@ -53,3 +53,19 @@ def test_a_worker_id_finds_the_tasks_it_ran(admin_client, two_tasks):
 
 def test_an_id_of_nothing_finds_nothing(admin_client, two_tasks):
     assert found(admin_client, "0" * 32) == []
+
+
+def attempts_found(admin_client, term) -> list:
+    response = admin_client.get("/admin/reports/attempt/", {"q": term})
+    assert response.status_code == 200
+    return [attempt.pk for attempt in response.context["cl"].result_list]
+
+
+def test_the_attempt_list_finds_an_attempt_by_its_own_id_or_its_provider_request_id(
+    admin_client, two_tasks
+):
+    task, _other = two_tasks
+    attempt = Attempt.objects.get(task=task)
+    assert attempts_found(admin_client, str(attempt.pk)) == [attempt.pk]
+    assert attempts_found(admin_client, str(task.pk)) == [attempt.pk]
+    assert attempts_found(admin_client, attempt.provider_request_id) == [attempt.pk]
