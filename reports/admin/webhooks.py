@@ -46,6 +46,12 @@ class WebhookDeliveryAdmin(UuidSearchMixin, ReadOnlyAdmin):
     list_display = ("id", "task", "event_type", "status", "attempts", "last_status_code")
     list_filter = ("status", "event_type")
     list_select_related = ("task", "endpoint")
+    search_fields = ("endpoint__url", "endpoint__user__username")
+    search_help_text = (
+        "A delivery's id (the webhook-id its receiver got), its task's or its endpoint's id "
+        "(exact); or an endpoint's URL or its owner's username."
+    )
+    uuid_search_fields = ("pk", "task_id", "endpoint_id")
     fields = readonly_fields = ("task", *DELIVERY_FIELDS, "body")
     ordering = ("-created_at",)
 

@@ -97,3 +97,28 @@ def test_a_token_is_revoked_by_deleting_it(admin_client, alice, alice_token):
     assert done.status_code == 200
     assert not ApiToken.objects.filter(pk=token.pk).exists()
     assert ApiToken.objects.user_for(alice_token) is None
+
+
+def test_deliveries_are_found_by_their_webhook_id_their_task_or_their_endpoint(
+    admin_client, endpoint
+):
+    (delivery,) = endpoint.deliveries.all()
+    other = WebhookDelivery.objects.create(
+        task=delivery.task,
+        endpoint=WebhookEndpoint.objects.create(
+            user=endpoint.user, url="https://elsewhere.example/", secret="whsec_y"
+        ),
+        event_type="task.succeeded",
+        body="{}",
+        next_attempt_at=timezone.now(),
+    )
+
+    def found(term) -> set:
+        response = admin_client.get("/admin/reports/webhookdelivery/", {"q": term})
+        assert response.status_code == 200
+        return {d.pk for d in response.context["cl"].result_list}
+
+    assert found(str(delivery.pk)) == {delivery.pk}
+    assert found(str(endpoint.pk)) == {delivery.pk}
+    assert found(str(delivery.task_id)) == {delivery.pk, other.pk}
+    assert found("elsewhere") == {other.pk}
