@@ -96,7 +96,9 @@ class BudgetAdmin(CheckedSelectionMixin, admin.ModelAdmin):
 
     @admin.display(description="tasks")
     def tasks(self, budget: Budget) -> str:
-        url = reverse("admin:reports_task_changelist") + "?" + urlencode({"q": budget.user})
+        # By the owner's id: a search for "ann" would list joanna's tasks too.
+        query = urlencode({"owner__id__exact": budget.user_id})
+        url = reverse("admin:reports_task_changelist") + "?" + query
         return format_html('<a href="{}">Tasks of {}</a>', url, budget.user)
 
     def save_model(self, request, obj, form, change) -> None:

@@ -41,7 +41,21 @@ def test_budgets_are_listed_with_limit_spent_reserved_and_a_link_to_the_tasks(
     text = page.content.decode()
     assert "alice" in text and "$5.0000" in text
     assert budgets.usd(task.reserved_micros, exact=True) in text
-    assert "/admin/reports/task/?q=alice" in text
+    assert f"/admin/reports/task/?owner__id__exact={alice.pk}" in text
+
+
+def test_a_budgets_link_lists_its_users_tasks_and_no_one_elses(
+    admin_client, make_task, django_user_model
+):
+    ann = django_user_model.objects.create_user("ann", password="pw")
+    joanna = django_user_model.objects.create_user("joanna", password="pw")
+    own = make_task(owner=ann)
+    make_task(owner=joanna)
+    listing = admin_client.get(BUDGETS).content.decode()
+    link = re.search(r'href="([^"]+)">Tasks of ann<', listing).group(1)
+    tasks = admin_client.get(link.replace("&amp;", "&"))
+    assert tasks.status_code == 200
+    assert [t.pk for t in tasks.context["cl"].result_list] == [own.pk]
 
 
 def test_an_admin_raises_a_limit_without_touching_spent_or_reserved(admin_client, make_task, alice):
