@@ -87,3 +87,17 @@ def test_the_attention_filter_lists_tasks_no_worker_holds_and_those_in_reconcili
     assert listed("reconciliation") == {waiting.pk}
     assert listed("cancel_unheeded") == {asked.pk}
     assert queued.pk not in listed("lease_expired")
+
+
+def test_an_owner_in_the_list_links_to_their_tasks_and_no_one_elses(
+    admin_client, make_task, django_user_model
+):
+    ann = django_user_model.objects.create_user("ann", password="pw")
+    joanna = django_user_model.objects.create_user("joanna", password="pw")
+    own = make_task(owner=ann)
+    make_task(owner=joanna)
+    page = admin_client.get(CHANGELIST).content.decode()
+    link = re.search(r'<a href="([^"]+)" title="Every task of ann">ann</a>', page).group(1)
+    tasks = admin_client.get(CHANGELIST + link.replace("&amp;", "&"))
+    assert tasks.status_code == 200
+    assert [t.pk for t in tasks.context["cl"].result_list] == [own.pk]
