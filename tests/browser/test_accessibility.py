@@ -1,6 +1,7 @@
 """axe-core finds nothing on the pages a user meets — upload, streaming, finished, failed,
-cancelled and the webhooks settings — on a desktop and on a phone; and a phone never hides
-the user's own words behind a sideways scroll."""
+cancelled and the webhooks settings — on a desktop and on a phone; a phone never hides
+the user's own words behind a sideways scroll; and a screen reader hears a report start
+and end once, not each batch of its text or each tick of the status line's clocks."""
 
 from __future__ import annotations
 
@@ -83,3 +84,76 @@ def test_the_failed_page_and_its_instructions_wrap(viewport_page, fast_server, s
     )
     instructions = page.locator(".instructions")
     assert instructions.evaluate("e => e.scrollWidth <= e.clientWidth")
+
+
+# Installed before the page's scripts: every text a live region comes to hold, in order.
+LISTEN = """() => {
+    window.liveTexts = [];
+    const live = '[aria-live]:not([aria-live="off"]), [role=status], [role=alert], [role=log]';
+    new MutationObserver((changes) => {
+        const regions = new Set();
+        for (const change of changes) {
+            const node = change.target.nodeType === 1 ? change.target : change.target.parentElement;
+            const region = node && node.closest(live);
+            if (region) regions.add(region);
+        }
+        for (const region of regions) {
+            const text = region.textContent.replace(/\\s+/g, " ").trim();
+            if (text) window.liveTexts.push(text);
+        }
+    }).observe(document, {subtree: true, childList: true, characterData: true});
+}"""
+
+
+def announced(page: Page) -> list[str]:
+    return page.evaluate("() => window.liveTexts")
+
+
+def test_a_screen_reader_hears_the_start_and_the_end_once(open_page, slow_server, sample_file):
+    page = open_page(slow_server)
+    page.add_init_script(script=f"({LISTEN})()")
+    upload(page, sample_file, scenario="slow")
+    stream = page.locator("[data-report-stream]")
+    expect(stream).to_have_attribute("aria-busy", "true")
+    # Neither the text nor anything around it is read aloud as it grows.
+    live = '[aria-live]:not([aria-live="off"]), [role=status], [role=alert], [role=log]'
+    assert stream.evaluate("(e, live) => e.closest(live)", live) is None
+    assert stream.evaluate("(e, live) => e.querySelector(live)", live) is None
+    wait_for_status(page, "succeeded")
+    expect(page.locator("[data-announcer]")).to_have_text("The report is ready.")
+    assert page.evaluate("() => window.reportline.stats.flushes") > 10
+    said = announced(page)
+    assert said.count("The report is ready.") == 1, said
+    assert "Started: the report appears below as it is written." in said, said
+    # The start, perhaps the finalizing, the end: not a line for each event or batch.
+    assert len(said) <= 4, said
+    expect(page.locator("[data-report-rendered]")).not_to_have_attribute("aria-busy", "true")
+
+
+def test_a_failure_and_a_cancel_are_said_in_words(open_page, fast_server, slow_server, sample_file):
+    page = open_page(fast_server)
+    page.add_init_script(script=f"({LISTEN})()")
+    upload(page, sample_file, scenario="error")
+    wait_for_status(page, "failed")
+    announcer = page.locator("[data-announcer]")
+    expect(announcer).to_contain_text("The report failed.")
+    reason = page.locator("[data-incomplete] .incomplete-reason").inner_text()
+    expect(announcer).to_contain_text(reason)
+    expect(page.locator("[data-report-stream]")).not_to_have_attribute("aria-busy", "true")
+
+    page = open_page(slow_server)
+    page.add_init_script(script=f"({LISTEN})()")
+    upload(page, sample_file, scenario="slow")
+    page.wait_for_function(
+        "() => document.querySelector('[data-report-stream]').textContent.length > 20"
+    )
+    page.locator("[data-action=cancel]").focus()
+    page.keyboard.press("Enter")
+    wait_for_status(page, "cancelled")
+    expect(page.locator("[data-announcer]")).to_have_text(
+        "The report was stopped. Cancelled by you."
+    )
+    # Said in words on the page too, not by the badge's colour alone.
+    expect(page.locator("[data-task-status]")).to_contain_text("Cancelled")
+    expect(page.locator("[data-incomplete]")).to_contain_text("Cancelled by you.")
+    assert announced(page).count("The report was stopped. Cancelled by you.") == 1

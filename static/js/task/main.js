@@ -9,6 +9,7 @@
 // window.reportlineReconnectMs before this script runs replaces RETRY_CEILINGS_MS.
 
 import { Actions } from "./actions.js";
+import { Announcer } from "./announce.js";
 import { RETRY_CEILINGS_MS } from "./backoff.js";
 import { accept, readMessage } from "./batch.js";
 import { Citations } from "./citations.js";
@@ -39,6 +40,7 @@ function start(root) {
   const status = new StatusLine(root, { now });
   const follow = new Follow(root, text);
   const actions = new Actions(root, { status, text });
+  const announcer = new Announcer(root, root.querySelector("[data-announcer]"));
   const retryForm = root.querySelector("[data-retry]");
   const firstTextShown = firstTextReporter(root);
   let receivedSeq = Number(root.dataset.seq) || 0;
@@ -128,14 +130,17 @@ function start(root) {
       }
     }
     if (status.ended) {
+      streamElement.removeAttribute("aria-busy"); // the text is whole: read it at will
       actions.ended(value);
       tabTitle.ended(value);
       endNotice.ended(value);
       connection.end();
     }
     status.sync();
+    announcer.follow();
   }
 
+  announcer.follow(); // the state the reader arrives on: said by the page itself
   line.tryNow.addEventListener("click", () => connection.tryNow());
   status.start(() => Boolean(text.data) && !connection.over);
   if (root.dataset.socketUrl) {
