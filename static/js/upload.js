@@ -23,9 +23,24 @@
     return String(Date.now()) + "-" + String(Math.random()).slice(2);
   }
 
-  function showError(message) {
+  // The files' own refusals are tied to their field (aria-invalid, aria-describedby), so a
+  // screen reader says why when the field has the focus; other errors are the form's.
+  var filesHelp = files.getAttribute("aria-describedby");
+
+  function markFiles(invalid) {
+    if (invalid) {
+      files.setAttribute("aria-invalid", "true");
+      files.setAttribute("aria-describedby", filesHelp + " " + error.id);
+    } else {
+      files.removeAttribute("aria-invalid");
+      files.setAttribute("aria-describedby", filesHelp);
+    }
+  }
+
+  function showError(message, aboutFiles) {
     error.textContent = message;
     error.hidden = false;
+    markFiles(Boolean(aboutFiles));
   }
 
   var maxFiles = Number(form.dataset.maxFiles);
@@ -71,6 +86,7 @@
     var refusal = refuse(files.files);
     error.hidden = !refusal;
     error.textContent = refusal;
+    markFiles(Boolean(refusal));
   });
 
   function done() {
@@ -94,10 +110,11 @@
       return; // a double click: the first request is on its way
     }
     error.hidden = true;
+    markFiles(false);
     var refusal = refuse(files.files);
     if (refusal) {
       // Said before a byte is sent; the server checks the same limits again.
-      showError(refusal);
+      showError(refusal, true);
       files.focus();
       return;
     }
@@ -150,6 +167,8 @@
       }
       done();
       var message = body.error && body.error.message;
+      var code = body.error && body.error.code;
+      var aboutFiles = code === "file_too_large" || code === "unsupported_media_type";
       if (xhr.status === 422) {
         // This form's key already made a task from other files: the next send is new.
         form.dataset.idempotencyKey = newKey();
@@ -163,7 +182,7 @@
       } else if (xhr.status === 401 || xhr.status === 403) {
         message = (message || "You are not logged in.") + " Reload the page and log in again.";
       }
-      showError(message || "The upload failed (HTTP " + xhr.status + "). Try again.");
+      showError(message || "The upload failed (HTTP " + xhr.status + "). Try again.", aboutFiles);
     });
     xhr.addEventListener("error", function () {
       done();

@@ -5,6 +5,7 @@ and end once, not each batch of its text or each tick of the status line's clock
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -157,3 +158,19 @@ def test_a_failure_and_a_cancel_are_said_in_words(open_page, fast_server, slow_s
     expect(page.locator("[data-task-status]")).to_contain_text("Cancelled")
     expect(page.locator("[data-incomplete]")).to_contain_text("Cancelled by you.")
     assert announced(page).count("The report was stopped. Cancelled by you.") == 1
+
+
+def test_a_refused_upload_is_tied_to_its_field(open_page, fast_server, sample_file):
+    page = open_page(fast_server)
+    page.goto("/")
+    files = page.locator("input[name=files]")
+    page.keyboard.press("Tab")  # the skip link, then on by the keyboard alone
+    page.locator("[data-upload-submit]").focus()
+    page.keyboard.press("Enter")
+    # The focus is on the field, and the field says it is wrong and why.
+    expect(files).to_be_focused()
+    expect(files).to_have_attribute("aria-invalid", "true")
+    expect(files).to_have_accessible_description(re.compile("Choose at least one file"))
+    page.set_input_files("input[name=files]", str(sample_file))
+    expect(files).not_to_have_attribute("aria-invalid", "true")
+    expect(files).to_have_attribute("aria-describedby", "upload-files-help")
