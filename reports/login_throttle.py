@@ -120,7 +120,19 @@ class ThrottledLoginMixin:
 
 
 class ThrottledAuthenticationForm(ThrottledLoginMixin, AuthenticationForm):
-    pass
+    """The site's login form. Its refusals are the form's, not a field's, so Django ties
+    them to no field: each field is described by the refusal (the template's
+    `#login-error`), and marked invalid when the name or the password was wrong."""
+
+    def full_clean(self):
+        super().full_clean()
+        if not self.non_field_errors():
+            return
+        for name in ("username", "password"):
+            attrs = self.fields[name].widget.attrs
+            attrs["aria-describedby"] = "login-error"
+            if self.has_error(NON_FIELD_ERRORS, "invalid_login"):
+                attrs["aria-invalid"] = "true"
 
 
 class ThrottledAdminAuthenticationForm(ThrottledLoginMixin, AdminAuthenticationForm):

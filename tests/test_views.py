@@ -65,6 +65,18 @@ def test_login_logs_in_and_lands_on_home(client, alice):
     assert b"data-upload" in response.content
 
 
+def test_a_refused_login_describes_each_field_by_the_refusal(client, alice):
+    response = client.post("/accounts/login/", {"username": "alice", "password": "wrong"})
+    html = response.content.decode()
+    assert re.search(r'<div id="login-error"[^>]*role="alert"', html)
+    for name in ("username", "password"):
+        field = re.search(rf'<input[^>]*name="{name}"[^>]*>', html)[0]
+        assert 'aria-describedby="login-error"' in field
+        assert 'aria-invalid="true"' in field
+    fresh = client.get("/accounts/login/").content.decode()
+    assert "aria-invalid" not in fresh and "login-error" not in fresh
+
+
 def test_home_has_the_upload_form_and_the_users_tasks(alice_client, bob_client, settings):
     settings.REPORTS_ALLOW_SCENARIOS = True
     mine = task_of(submit(alice_client))
