@@ -174,3 +174,26 @@ def test_a_refused_upload_is_tied_to_its_field(open_page, fast_server, sample_fi
     page.set_input_files("input[name=files]", str(sample_file))
     expect(files).not_to_have_attribute("aria-invalid", "true")
     expect(files).to_have_attribute("aria-describedby", "upload-files-help")
+
+
+def test_sharing_by_keyboard_keeps_the_focus_on_what_the_answer_says(
+    open_page, fast_server, sample_file
+):
+    page = open_page(fast_server)
+    upload(page, sample_file)
+    wait_for_status(page, "succeeded")
+    share = page.locator("[data-share]")
+    share.locator("summary").focus()
+    page.keyboard.press("Enter")
+    page.keyboard.press("Tab")
+    expect(share.get_by_label("Works for")).to_be_focused()
+    page.keyboard.press("Enter")
+    # The new link has the focus, selected: said by its label, copied with one key.
+    link = page.locator("[data-share-url]")
+    expect(link).to_be_focused()
+    assert link.evaluate("e => e.selectionEnd - e.selectionStart") == len(link.input_value())
+    page.locator("[data-action=revoke-shares]").focus()
+    page.keyboard.press("Enter")
+    outcome = share.locator("[data-share-outcome]")
+    expect(outcome).to_have_text("1 link revoked.")
+    expect(outcome).to_be_focused()

@@ -172,6 +172,18 @@ def test_a_link_lasts_one_to_ninety_days(alice_client, report, days):
     assert not ShareLink.objects.exists()
 
 
+def test_a_refused_number_of_days_on_the_page_marks_its_field(alice_client, report):
+    response = alice_client.post(
+        f"/tasks/{report.pk}/share/", {"expires_in_days": "0"}, headers={"HX-Request": "true"}
+    )
+    assert response.status_code == 400
+    html = response.content.decode()
+    field = re.search(r'<input id="share-days"[^>]*>', html)[0]
+    assert 'aria-invalid="true"' in field
+    assert 'aria-describedby="share-days-unit share-error"' in field
+    assert re.search(r'<p id="share-error"[^>]*data-share-error', html)
+
+
 @pytest.mark.parametrize(
     ("body", "days"), [({"expires_in_days": 1}, 1), ({}, 7), ({"expires_in_days": "3"}, 3)]
 )

@@ -19,6 +19,7 @@ import { firstTextReporter } from "./first-text.js";
 import { Follow } from "./follow.js";
 import { EndNotice } from "./notify.js";
 import { handleRefusals } from "./refusals.js";
+import { followShares } from "./share.js";
 import { INCOMPLETE, StatusLine } from "./status.js";
 import { Coalescer, StreamText } from "./stream.js";
 import { TabTitle } from "./tab-title.js";
@@ -34,6 +35,7 @@ function start(root) {
   const stats = { messages: 0, deltas: 0, textWrites: 0, flushes: 0, reconnects: 0 };
   window.reportline = { stats };
   handleRefusals(document);
+  followShares(document);
 
   const streamElement = root.querySelector("[data-report-stream]");
   const text = new StreamText(streamElement, root.querySelector("[data-earlier-attempts]"));
