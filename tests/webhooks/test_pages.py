@@ -3,6 +3,8 @@ secret this once, refuses what the API refuses (too many tries too), removes one
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from reports.models import WebhookEndpoint
@@ -39,6 +41,17 @@ def test_the_page_refuses_a_private_address_and_says_why(alice_client):
     assert refused.status_code == 400
     assert "192.168.1.10" in refused.content.decode()
     assert not WebhookEndpoint.objects.exists()
+
+
+def test_each_remove_button_names_its_address(alice, alice_client, dns):
+    # A screen reader's list of buttons would otherwise say "Remove" twice, and not which.
+    dns["a.example.com"] = dns["b.example.com"] = PUBLIC_IP
+    for url in ("https://a.example.com/in", "https://b.example.com/in"):
+        endpoints.register(alice, url)
+    html = alice_client.get("/settings/webhooks/").content.decode()
+    buttons = [re.sub(r"<[^>]+>", "", b) for b in re.findall(r"<button[^>]*>(.*?)</button>", html)]
+    assert "Remove https://a.example.com/in" in buttons
+    assert "Remove https://b.example.com/in" in buttons
 
 
 def test_another_users_address_cannot_be_removed(alice, bob_client, dns):
