@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from html import escape
+from html import escape, unescape
 from urllib.parse import unquote
 
 import nh3
@@ -165,6 +165,16 @@ def under_page_title(report_html: str) -> str:
     page whose own h1 names the documents: a page has one h1, and the report's title and
     sections sit under it."""
     return _HEADING_TAG.sub(lambda m: f"<{m[1]}h{int(m[2]) + 1}>", report_html)
+
+
+_TITLE = re.compile(r"<h1>(.*?)</h1>", re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def report_title(report_html: str) -> str:
+    """Return the text of a rendered report's title (its first h1), or "" without one."""
+    found = _TITLE.search(report_html)
+    return " ".join(unescape(_TAG.sub("", found[1])).split()) if found else ""
 
 
 def render_markdown(text: str) -> str:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from reports.rendering import render_markdown, under_page_title
+from reports.rendering import render_markdown, report_title, under_page_title
 
 REL = 'rel="nofollow noopener noreferrer"'
 
@@ -144,3 +144,9 @@ def test_a_citation_cannot_carry_markup_or_a_foreign_link():
     html = render_markdown('[S1"><script>alert(1)</script>] [S1](javascript:alert(1)) [<b>S2</b>]')
     assert "<script" not in html and 'href="javascript' not in html
     assert "data-citation" not in html
+
+
+def test_a_reports_title_is_its_first_headings_text():
+    html = render_markdown("# Costs & *risks*\n\n## Summary\n\nText.")
+    assert report_title(html) == "Costs & risks"
+    assert report_title(render_markdown("No heading.")) == ""

@@ -80,7 +80,8 @@ def _answer(view, request, token: str, *args, **kwargs) -> HttpResponse:
 
 @shared_view
 def report(request: HttpRequest, task: Task) -> HttpResponse:
-    return render(request, "shared/report.html", {"report_html": task.report_html})
+    context = {"report_html": task.report_html, "title": rendering.report_title(task.report_html)}
+    return render(request, "shared/report.html", context)
 
 
 @shared_view
@@ -101,6 +102,7 @@ def source(request: HttpRequest, task: Task, passage_id: str) -> HttpResponse:
         "passage": passage,
         "previous": previous if passage.number - 1 in opened else None,
         "next": following if passage.number + 1 in opened else None,
+        "title": rendering.report_title(task.report_html),
     }
     return render(request, "shared/source.html", context)
 

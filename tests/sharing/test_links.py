@@ -68,6 +68,9 @@ def test_anyone_with_the_link_reads_the_report_and_its_sources_and_nothing_else(
     html = page.content.decode()
     assert "data-report-rendered" in html and "Summary" in html
     assert 'href="sources/S1/"' in html
+    # Its title says which report it is, as its tab and a screen reader name the page.
+    title = rendering.report_title(report.report_html)
+    assert title and f"<title>{title} · Shared report · Reportline</title>" in html
     assert "no-store" in page["Cache-Control"].split(", ")
     assert page["X-Robots-Tag"] == "noindex"
     assert page["Referrer-Policy"] == "no-referrer"
@@ -81,6 +84,7 @@ def test_anyone_with_the_link_reads_the_report_and_its_sources_and_nothing_else(
     passage = report.passages.get(number=1)
     assert "data-source-passage" in source.content.decode()
     assert passage.document in source.content.decode()
+    assert f"<title>S1 · {title} · Shared report" in source.content.decode()
 
     for shown in (page, source):
         text = shown.content.decode()
