@@ -255,6 +255,9 @@ def test_queued_task_page_has_the_hooks(alice_client):
     assert response.status_code == 200
     assert 'data-task-status="queued"' in html
     assert "next in line" in html
+    # Read as one line, the badge and its detail are parted: "Queued: next in line".
+    line = re.search(r'<p id="task-status".*?</p>', html, re.DOTALL)[0]
+    assert " ".join(re.sub(r"<[^>]+>", "", line).split()) == "Queued: next in line"
     assert re.search(r"data-report-stream[^>]*data-seq=\"0\"", html)
     assert re.search(r"<article[^>]*data-report-rendered[^>]*hidden", html)
     assert re.search(r"data-incomplete hidden", html)
