@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 import redis
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from django.db import connections
 from django.test import Client
 
@@ -71,6 +71,10 @@ def worker_thread_chosen_by_the_test(request, monkeypatch):
     if not in_one_transaction(request):
         yield
         async_to_sync(threads.on_worker_thread(connections.close_all))()
+        # And the shared database thread's: an asynchronous test's calls there run on
+        # asgiref's one executor thread, whose connection would otherwise outlive the run
+        # and keep PostgreSQL from dropping the test database at its end.
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result()
         return
     refusals = []
 
