@@ -29,8 +29,9 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.forms.forms import NON_FIELD_ERRORS
 
+from reports.serving.throttle import UNAVAILABLE
+
 THROTTLED = "throttled"
-UNAVAILABLE = "throttle_unavailable"
 log = logging.getLogger(__name__)
 
 

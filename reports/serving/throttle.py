@@ -15,6 +15,10 @@ import time
 
 from django.core.cache import cache
 
+# The error code of a request refused because its count is out of reach (503): the login's
+# throttle and every limit counted here refuse rather than let a request through uncounted.
+UNAVAILABLE = "throttle_unavailable"
+
 
 def wait_s(kind: str, who: str, limit: int, window_s: int) -> int:
     """Count one request of `who` at `kind`; return how long it must wait (0: none).

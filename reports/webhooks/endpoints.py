@@ -62,7 +62,7 @@ def limit_rate(user) -> None:
         log.exception("webhooks: the count of registrations is out of reach")
         raise ApiError(
             503,
-            "throttle_unavailable",
+            throttle.UNAVAILABLE,
             "Adding a webhook is unavailable for a moment; try again shortly.",
             {"Retry-After": "5"},
         ) from None
