@@ -4,6 +4,6 @@ import sys
 
 if __name__ == "__main__":
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "project.settings")
-    from django.core.management import execute_from_command_line
+    from project.unreachable import run_command
 
-    execute_from_command_line(sys.argv)
+    run_command(sys.argv)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,27 @@ def test_a_log_level_in_lower_case_is_understood(tmp_path):
     # "Unable to configure logger 'reports'" and named no setting.
     done = run(tmp_path, ["manage.py", "check"], REPORTS_LOG_LEVEL="debug")
     assert done.returncode == 0, done.stderr
+
+
+def test_a_database_that_cannot_be_reached_ends_a_command_with_one_line_naming_why(tmp_path):
+    # The pool said only "couldn't get a connection after 5.00 sec", at the end of a
+    # traceback, and its threads wrote logging errors while Python shut down.
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = run(
+        tmp_path,
+        ["manage.py", "migrate"],
+        DATABASE_URL=f"postgres://reportline:s3cret@127.0.0.1:{port}/reportline",
+        REPORTS_DB_POOL_TIMEOUT_S="0.2",
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        f"manage.py migrate: the PostgreSQL server of DATABASE_URL (127.0.0.1:{port}, "
+        "database 'reportline') cannot be reached: "
+    ), done.stderr
+    assert "Connection refused" in last
+    assert "Traceback" not in done.stderr
+    assert "Logging error" not in done.stderr
+    assert "s3cret" not in done.stderr
