@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -150,9 +151,7 @@ def test_a_log_level_in_lower_case_is_understood(tmp_path):
 def test_a_database_that_cannot_be_reached_ends_a_command_with_one_line_naming_why(tmp_path):
     # The pool said only "couldn't get a connection after 5.00 sec", at the end of a
     # traceback, and its threads wrote logging errors while Python shut down.
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
     done = run(
         tmp_path,
         ["manage.py", "migrate"],
