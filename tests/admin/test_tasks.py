@@ -194,6 +194,24 @@ def test_cancel_action_names_a_task_in_reconciliation_as_waiting_not_finished(
     ]
 
 
+def test_cancel_action_counts_ended_tasks_without_visiting_each(admin_client, make_task, alice):
+    # Selecting every page selects thousands of ended tasks: a read each outlasted a
+    # proxy's timeout. The work must not grow with them.
+    def cancel_with_ended(count: int) -> tuple[int, list[str]]:
+        ended = [Task.objects.create(owner=alice, content_sha256="0" * 64) for _ in range(count)]
+        Task.objects.filter(pk__in=[task.pk for task in ended]).update(status=Status.SUCCEEDED)
+        selected = [str(task.pk) for task in (make_task(), *ended)]
+        with CaptureQueriesContext(connection) as seen:  # the action, not the page after it
+            admin_client.post(CHANGELIST, {"action": "cancel_tasks", "_selected_action": selected})
+        return len(seen), messages_of(admin_client.get(CHANGELIST))
+
+    few, said = cancel_with_ended(3)
+    assert said == ["1 cancelled, 0 asked to stop (running), 3 already finished."]
+    many, said = cancel_with_ended(60)
+    assert said == ["1 cancelled, 0 asked to stop (running), 60 already finished."]
+    assert many == few
+
+
 def test_requeue_makes_a_reconciliation_task_claimable_again(admin_client, make_task):
     task = in_reconciliation(make_task)
 
