@@ -92,7 +92,15 @@ application = StopsGracefully(
 
 def _start_with_daphne() -> None:
     if "daphne.server" in sys.modules:
+        from http import HTTPStatus
+
         from twisted.internet import reactor
+        from twisted.web import http
+
+        # Twisted's reason phrases stop short of codes the site answers (422, 429): daphne
+        # sent "429 Unknown Status".
+        for status in HTTPStatus:
+            http.RESPONSES.setdefault(status.value, status.phrase.encode())
 
         def started() -> None:
             start_on_loop()

@@ -1,11 +1,13 @@
 """The demo as a visitor meets it: its users survive a restart signed in, and errors are
 the product's own pages, never Django's debug page."""
 
+import http.client
 import io
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -17,7 +19,7 @@ from django.core.management.commands import migrate
 from django.test import Client
 
 from reports import presentation
-from tests.helpers import submit, task_of
+from tests.helpers import free_port, submit, task_of, wait_for_port
 
 pytestmark = pytest.mark.django_db
 
@@ -120,3 +122,37 @@ def test_a_second_demo_on_a_port_in_use_says_so_and_stops(tmp_path):
     assert demo.returncode == 1
     assert f"Port {port} of 127.0.0.1 is already in use" in stderr
     assert time.monotonic() - started < 10  # before any install or set-up
+
+
+def test_the_demo_server_gives_a_refusal_its_reason_phrase(tmp_path):
+    # Twisted's table of reasons has no 429: daphne answered "429 Unknown Status".
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "project.settings",
+        "DJANGO_DEBUG": "1",
+        "REPORTS_DATA_DIR": str(tmp_path),
+        "REPORTS_EMBEDDED_WORKER": "0",
+        "REPORTS_SHARE_RATE_LIMIT": "1",
+    }
+    command = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "project.asgi:application"]
+    server = subprocess.Popen(
+        [sys.executable, *command],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, 30)
+        replies = []
+        for _ in range(2):  # the second is one too many for the shared pages' limit
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            connection.request("GET", "/shared/no-such-link/")
+            reply = connection.getresponse()
+            replies.append((reply.status, reply.reason))
+            connection.close()
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    assert replies[1] == (429, "Too Many Requests")
