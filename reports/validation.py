@@ -181,8 +181,15 @@ def validate_report(text: str, *, max_kb: int) -> list[str]:
         problems.append("The report has no “## Summary” section.")
     elif not _section_has_text(tokens, summaries[0]):
         problems.append("The Summary section has no text.")
-    if not any(name != "summary" for _, name in sections):
+    # The Sources list is Reportline's own (settle_citations), whoever wrote the heading.
+    others = [i for i, name in sections if name not in ("summary", _SOURCES_HEADING)]
+    if not others:
         problems.append("The report has no level-2 section besides the Summary.")
+    elif not any(_section_has_words(tokens, i) for i in others):
+        problems.append(
+            "No level-2 section besides the Summary has words in it, only numbers, "
+            "symbols or citations."
+        )
     return problems
 
 
@@ -201,6 +208,17 @@ def _starts_with_title(text: str, tokens: list[Token]) -> bool:
 
 def _heading_text(tokens: list[Token], index: int) -> str:
     return tokens[index + 1].content.strip().rstrip(":").strip().casefold()
+
+
+def _section_has_words(tokens: list[Token], index: int) -> bool:
+    """Return whether the level-2 section whose heading is at `index` (its subsections
+    included) holds a letter outside its citations."""
+    for token in tokens[index + 3 :]:
+        if token.type == "heading_open" and token.tag in ("h1", "h2"):
+            return False
+        if any(char.isalpha() for char in CITATION_LIKE.sub("", token.content)):
+            return True
+    return False
 
 
 def _section_has_text(tokens: list[Token], index: int) -> bool:

@@ -102,6 +102,36 @@ def test_no_other_level_2_section():
     ]
 
 
+def test_the_sources_list_reportline_adds_is_not_the_second_section():
+    # Settled first, a report of a title and a Summary alone passed: the Sources list
+    # appended to it counted as its second section.
+    settled, _ = settle_citations(VALID.split("## Key points")[0], PASSAGES)
+    assert validate_report(settled, max_kb=200) == [
+        "The report has no level-2 section besides the Summary."
+    ]
+
+
+@pytest.mark.parametrize(
+    "body", ["", "- 24\n- 32\n- 126 [S1]\n", "| 2024 | 2025 |\n|---|---|\n| 12 | 40 |\n"]
+)
+def test_a_second_section_of_no_words_does_not_count(body):
+    # A small model's Key points, seen for real: "- 24", "- 32", "- 126" and on.
+    settled, _ = settle_citations(VALID.replace("- Costs fell.\n", body), PASSAGES)
+    assert validate_report(settled, max_kb=200) == [
+        "No level-2 section besides the Summary has words in it, only numbers, symbols or "
+        "citations."
+    ]
+
+
+def test_words_under_a_subheading_or_in_a_table_count():
+    for body in (
+        "### North\n\nCosts fell. [S1]\n",
+        "| Region | Sales |\n|---|---|\n| North | 12 |\n",
+    ):
+        settled, _ = settle_citations(VALID.replace("- Costs fell.\n", body), PASSAGES)
+        assert validate_report(settled, max_kb=200) == []
+
+
 def test_several_problems_are_all_reported():
     problems = validate_report("Just some prose, no structure at all.", max_kb=200)
     assert len(problems) == 3
@@ -205,7 +235,7 @@ def test_any_citation_soup_settles_to_known_ids_and_a_valid_report(summary, poin
     def text(pieces):
         return " ".join(p if isinstance(p, str) else p[0] for p in pieces)
 
-    report = f"# Title\n\n## Summary\n\nWords {text(summary)}\n\n## Points\n\n- {text(points)}\n"
+    report = f"# Title\n\n## Summary\n\nWords {text(summary)}\n\n## Points\n\n- A {text(points)}\n"
     report += "\n```\n[S9999] [S1]\n```\n"
     cited = [p for p in summary + points if not isinstance(p, str)]
     settled, removed = settle_citations(report, PASSAGES)
