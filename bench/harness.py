@@ -202,9 +202,10 @@ class Layout:
             "REPORTS_LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
             # One user submits and follows every stream at once: lift the per-user creation
-            # limit, the cap of open streams and the budget, which would otherwise refuse all
-            # but the first few dozen.
+            # limit, their share of the queue, the cap of open streams and the budget, which
+            # would otherwise refuse all but the first few dozen.
             "REPORTS_USER_RATE_LIMIT": "100000",
+            "REPORTS_USER_QUEUE_LIMIT": "100000",
             "REPORTS_MAX_STREAMS_PER_USER": "100000",
             "REPORTS_DEFAULT_BUDGET_USD": "100000",
             **self.env,

@@ -420,6 +420,9 @@ REPORTS_MAX_REQUEST_MB = env_number("REPORTS_MAX_REQUEST_MB", 25, minimum=0.001)
 REPORTS_MAX_FILES = env_int("REPORTS_MAX_FILES", 10, minimum=1)
 REPORTS_MAX_INSTRUCTIONS_CHARS = env_int("REPORTS_MAX_INSTRUCTIONS_CHARS", 4000, minimum=1)
 REPORTS_QUEUE_LIMIT = env_int("REPORTS_QUEUE_LIMIT", 100, minimum=1)
+# Queued tasks one user may have waiting at once, so that one user's backlog cannot fill
+# the queue that every user shares (429 rate_limited beyond it).
+REPORTS_USER_QUEUE_LIMIT = env_int("REPORTS_USER_QUEUE_LIMIT", 10, minimum=1)
 REPORTS_MAX_ATTEMPTS = env_int("REPORTS_MAX_ATTEMPTS", 3, minimum=1)
 # A local model on a CPU reads a prompt for tens of seconds, more on a busy machine, before
 # llama-server answers at all: its defaults wait longer (docs/providers.md, "local").

@@ -41,5 +41,6 @@ if DATABASES["default"]["ENGINE"] == "project.sqlite":
 # Fast hashing: the tests create users by the dozen; production keeps Django's default.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
-# Tests create tasks by the dozen in a second; tests/security sets the per-user limit low.
+# Tests create tasks by the dozen in a second; tests/security sets the per-user limits low.
 REPORTS_USER_RATE_LIMIT = 10_000
+REPORTS_USER_QUEUE_LIMIT = 10_000

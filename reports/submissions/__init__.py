@@ -90,13 +90,13 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     # Refuse a flood before its files touch the disk; the check that holds is the one
     # repeated under the admission lock, in the transaction that inserts the task.
     limit_rate(user)
-    _admit()
+    _admit(user)
     names = _store_uploads(submission)
     try:
         with transaction.atomic():
             _lock_admission()
             limit_rate(user)
-            _admit()
+            _admit(user)
             task = _create(user, submission, names)
             # Idle supervisors hear of the task once it is committed: in other
             # processes through the database, in this one directly.
@@ -176,7 +176,9 @@ def _lock_admission() -> None:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION_LOCK])
 
 
-def _admit() -> None:
+def _admit(user) -> None:
+    """Refuse a task past the user's own share of the queue, then past the queue's limit."""
+    _limit_waiting(user)
     queued = Task.objects.filter(status=Status.QUEUED).count()
     if queued >= settings.REPORTS_QUEUE_LIMIT:
         logs.log_event(log, "task.refused", logging.WARNING, error_type="queue_full", queued=queued)
@@ -187,6 +189,26 @@ def _admit() -> None:
             f"Too many reports are waiting; try again in {wait} s.",
             {"Retry-After": str(wait)},
         )
+
+
+def _limit_waiting(user) -> None:
+    """Refuse a user's task while REPORTS_USER_QUEUE_LIMIT of theirs wait to start: the
+    queue is everyone's, and one user's backlog must not fill it (queue_full for all)."""
+    limit = settings.REPORTS_USER_QUEUE_LIMIT
+    waiting = Task.objects.filter(owner=user, status=Status.QUEUED).count()
+    if waiting < limit:
+        return
+    logs.log_event(log, "task.refused", logging.WARNING, error_type="rate_limited", waiting=waiting)
+    # Reckoned as for a full queue: a wait for one of theirs to start.
+    slots = max(1, settings.REPORTS_MAX_RUNNING)
+    wait = max(5, min(300, 10 * (waiting - limit + 1) // slots))
+    raise ApiError(
+        429,
+        "rate_limited",
+        f"You have {waiting} reports waiting to start, the most one person may have; "
+        f"try again in {wait} s, once one has started.",
+        {"Retry-After": str(wait)},
+    )
 
 
 def limit_rate(user) -> None:

@@ -76,6 +76,7 @@ class LiveServer:
             "REPORTS_ALLOW_SCENARIOS": "1",
             "REPORTS_EMBEDDED_WORKER": "1",
             "REPORTS_USER_RATE_LIMIT": "10000",  # tests submit faster than people
+            "REPORTS_USER_QUEUE_LIMIT": "10000",
             "PYTHONUNBUFFERED": "1",
             **{key: str(value) for key, value in env.items()},
         }

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from reports.models import ApiToken
+from reports.worker.leases import claim_next_task
 from tests.helpers import TASK_ROUTES, assert_refused, snapshot, submit, upload
 
 pytestmark = pytest.mark.django_db
@@ -187,6 +188,24 @@ def test_task_creation_over_the_per_user_rate_is_429_with_retry_after(
     assert snapshot() == before
     # Another user has a limit of their own.
     assert submit(bob_client, upload("d.md")).status_code == 201
+
+
+def test_one_user_cannot_fill_the_queue_everyone_shares(alice_client, bob_client, settings):
+    """10 of one user's tasks may wait at once (the default): the 11th is refused, while the
+    queue (100) still takes other users' tasks; once one of theirs starts, they may add one."""
+    settings.REPORTS_USER_QUEUE_LIMIT = 10
+    for number in range(10):
+        assert submit(alice_client, upload(f"{number}.md")).status_code == 201
+    before = snapshot()
+
+    response = submit(alice_client, upload("eleventh.md"))
+
+    assert_refused(response, 429, "rate_limited", "10 reports waiting", "once one has started")
+    assert re.fullmatch(r"[1-9]\d*", response["Retry-After"])
+    assert snapshot() == before
+    assert submit(bob_client, upload("bobs.md")).status_code == 201
+    assert claim_next_task("w1") is not None  # alice's oldest starts
+    assert submit(alice_client, upload("eleventh.md")).status_code == 201
 
 
 def test_an_idempotent_replay_is_not_counted_against_the_rate(alice_client, settings):

@@ -1,6 +1,6 @@
-"""Parallel creations against the per-user rate and the global queue limit: the checks and
-the insert are one step, so neither limit is overrun, however many requests race
-(docs/security.md). Each request runs over its own database connection; on PostgreSQL
+"""Parallel creations against the per-user rate, a user's share of the queue and the global
+queue limit: the checks and the insert are one step, so no limit is overrun, however many
+requests race (docs/security.md). Each request runs over its own database connection; on PostgreSQL
 (DATABASE_URL) they really run at once."""
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def test_parallel_creations_by_one_user_stop_at_the_user_rate(alice, settings):
     settings.REPORTS_USER_RATE_LIMIT = 30
     settings.REPORTS_USER_RATE_WINDOW_S = 600
     settings.REPORTS_QUEUE_LIMIT = 1_000
+    settings.REPORTS_USER_QUEUE_LIMIT = 1_000
 
     answers = create_in_parallel(alice)
 
@@ -68,9 +69,21 @@ def test_parallel_creations_by_one_user_stop_at_the_user_rate(alice, settings):
 
 def test_parallel_creations_never_fill_the_queue_past_its_limit(alice, settings):
     settings.REPORTS_USER_RATE_LIMIT = 10_000
+    settings.REPORTS_USER_QUEUE_LIMIT = 10_000
     settings.REPORTS_QUEUE_LIMIT = 25
 
     answers = create_in_parallel(alice)
 
     assert answers == {201: 25, "queue_full": CREATIONS - 25}
     assert Task.objects.filter(status=Status.QUEUED).count() == 25
+
+
+def test_parallel_creations_by_one_user_stop_at_their_share_of_the_queue(alice, settings):
+    settings.REPORTS_USER_RATE_LIMIT = 10_000
+    settings.REPORTS_QUEUE_LIMIT = 1_000
+    settings.REPORTS_USER_QUEUE_LIMIT = 12
+
+    answers = create_in_parallel(alice)
+
+    assert answers == {201: 12, "rate_limited": CREATIONS - 12}
+    assert Task.objects.filter(status=Status.QUEUED).count() == 12
