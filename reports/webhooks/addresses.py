@@ -1,7 +1,9 @@
 """Which addresses a webhook may reach, checked when it is registered and again at each
 connection (a name may resolve elsewhere by then): never loopback, private, link-local,
-multicast, reserved, unspecified or a cloud's metadata service, unless
-REPORTS_WEBHOOK_ALLOW_PRIVATE is on. Cloud metadata stays refused even then.
+site-local, multicast, reserved, unspecified or a cloud's metadata service, unless
+REPORTS_WEBHOOK_ALLOW_PRIVATE is on, nor an IPv6 address that carries one of those as
+its IPv4 part (mapped, NAT64, SIIT, IPv4-compatible). Cloud metadata stays refused even
+then.
 
 A lookup waits at most REPORTS_WEBHOOK_TIMEOUT_S, as a try's connection does: the name
 server is the URL's owner's to choose, and one that never answers would otherwise hold a
@@ -61,14 +63,39 @@ def parse(url: str) -> tuple[str, str, int, str]:
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), path
 
 
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits, which a translator on
+# the path (NAT64, SIIT) or the host itself (the old IPv4-compatible form) may connect to:
+# judged by the IPv4 address they carry, so that 64:ff9b::a9fe:a9fe is the metadata
+# service it reaches and 64:ff9b::a00:1 the private 10.0.0.1.
+EMBEDS_IPV4 = (
+    ipaddress.ip_network("64:ff9b::/96"),  # NAT64, the well-known prefix
+    ipaddress.ip_network("::ffff:0:0:0/96"),  # SIIT, IPv4-translated
+    ipaddress.ip_network("::/96"),  # IPv4-compatible (deprecated)
+)
+# Deprecated site-local addresses: routed inside a site, yet not "private" to ipaddress.
+SITE_LOCAL = ipaddress.ip_network("fec0::/10")
+
+
+def _as_reached(address: ipaddress.IPv4Address | ipaddress.IPv6Address):
+    """Return the address a connection to `address` reaches: the IPv4 address an
+    IPv4-mapped, NAT64, SIIT or IPv4-compatible IPv6 address carries, else itself."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return address
+    if address.ipv4_mapped:
+        return address.ipv4_mapped
+    if any(address in prefix for prefix in EMBEDS_IPV4) and int(address) & 0xFFFFFFFF > 1:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address
+
+
 def allowed(ip: str) -> bool:
-    address = ipaddress.ip_address(ip.split("%", 1)[0])
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        address = address.ipv4_mapped
+    address = _as_reached(ipaddress.ip_address(ip.split("%", 1)[0]))
     if address in METADATA:
         return False
     if settings.REPORTS_WEBHOOK_ALLOW_PRIVATE:
         return True
+    if isinstance(address, ipaddress.IPv6Address) and address in SITE_LOCAL:
+        return False
     return address.is_global and not address.is_multicast
 
 

@@ -62,15 +62,30 @@ def test_only_the_owner_removes_an_endpoint(alice_client, bob_client, dns):
         ("http://[::1]/", "::1"),
         ("http://[::ffff:192.168.0.1]/", "192.168.0.1"),
         ("http://0.0.0.0/", "0.0.0.0"),
+        # IPv6 addresses a translator or the host turns into a private IPv4 address
+        ("http://[64:ff9b::a9fe:a9fe]/", "64:ff9b::a9fe:a9fe"),  # NAT64: the metadata service
+        ("http://[64:ff9b::a00:1]/", "64:ff9b::a00:1"),  # NAT64: 10.0.0.1
+        ("http://[::ffff:0:7f00:1]/", "::ffff:0:7f00:1"),  # SIIT: 127.0.0.1
+        ("http://[::7f00:1]/", "::7f00:1"),  # IPv4-compatible: 127.0.0.1
+        ("http://[fec0::1]/", "fec0::1"),  # site-local
+        ("http://nat64.example.com/", "64:ff9b::c0a8:1"),  # a DNS64 answer for 192.168.0.1
         ("http://inside.example.com/", "127.0.0.1"),  # a name that points at the machine itself
     ],
 )
 def test_an_endpoint_that_is_not_a_public_http_address_is_refused(alice_client, dns, url, hint):
     dns["hooks.example.com"] = PUBLIC_IP
     dns["inside.example.com"] = "127.0.0.1"
+    dns["nat64.example.com"] = "64:ff9b::c0a8:1"
 
     assert_refused(register(alice_client, url), 400, "invalid_request", hint)
     assert not WebhookEndpoint.objects.exists()
+
+
+def test_a_public_address_through_nat64_is_accepted(alice_client, dns):
+    """On a network reached by IPv6 only, DNS64 answers a public host's name with its
+    IPv4 address under 64:ff9b::/96: that is a public address, and is kept."""
+    dns["hooks.example.com"] = "64:ff9b::5db8:d70e"  # 93.184.215.14
+    assert register(alice_client, "https://hooks.example.com/").status_code == 201
 
 
 def test_a_name_whose_server_never_answers_is_refused_in_a_tries_time(alice_client, dns, settings):
