@@ -5,14 +5,18 @@ asked for and kept beside it in the report store, keyed by the report's sha256, 
 second download converts nothing. The HTML page is the page's own rendering
 (reports.rendering) set in a page of its own, the PDF that page laid out, the Word document
 built from the Markdown's tokens. Each is made in a child process under CPU, memory and
-wall-clock limits (the parsers' sandbox), a few at a time, so a conversion neither holds
-the interpreter the event loop needs nor outlives its limit.
+wall-clock limits (the parsers' sandbox), a few at a time and one at a time for each user,
+so a conversion neither holds the interpreter the event loop needs nor outlives its limit,
+and one user's burst of downloads leaves the other slots to others.
 """
 
 from __future__ import annotations
 
 import base64
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from reports import storage
@@ -29,6 +33,10 @@ AT_ONCE = 2  # conversions running at once in a process; more wait for a free on
 WAIT_FOR_SLOT_S = 10.0
 RETRY_AFTER_S = 10
 _slots = threading.BoundedSemaphore(AT_ONCE)
+# The owners whose report is being converted in this process: one at a time each, so one
+# user asking for many conversions at once holds one slot, never every one.
+_owners: set = set()
+_owners_changed = threading.Condition()
 
 
 @dataclass(frozen=True)
@@ -65,26 +73,57 @@ class ConversionFailed(Exception):
 def exported(task, name: str) -> bytes:
     """Return the task's saved report in format `name` (not "md"), converting it once.
 
+    The owner's conversions in this process run one at a time, and the kept conversion is
+    read again once it is their turn: a request that waited for the same one is served it.
     Raise OSError when the report store fails, ConversionFailed when the conversion does.
     """
     data = cache.read(task.result_sha256, name)
-    if data is None:
-        markdown = storage.read_result(task.result_id).decode("utf-8")
-        data = convert(markdown, name)
-        cache.save(task.result_sha256, name, data)
+    if data is not None:
+        return data
+    deadline = time.monotonic() + WAIT_FOR_SLOT_S
+    with _owners_turn(task.owner_id, deadline):
+        data = cache.read(task.result_sha256, name)
+        if data is None:
+            markdown = storage.read_result(task.result_id).decode("utf-8")
+            data = convert(markdown, name, max(0.0, deadline - time.monotonic()))
+            cache.save(task.result_sha256, name, data)
     return data
 
 
-def convert(markdown: str, name: str) -> bytes:
-    """Return `markdown` converted to format `name`; raise ConversionFailed."""
+def _busy() -> ConversionFailed:
+    return ConversionFailed(
+        503,
+        "Too many reports are being converted; try again shortly.",
+        retry_after_s=RETRY_AFTER_S,
+    )
+
+
+@contextmanager
+def _owners_turn(owner_id, deadline: float) -> Iterator[None]:
+    """Wait until no other conversion of `owner_id`'s runs in this process, at most until
+    `deadline` (then raise the 503 of a busy server), and hold the owner's turn."""
+    with _owners_changed:
+        free = _owners_changed.wait_for(
+            lambda: owner_id not in _owners, timeout=max(0.0, deadline - time.monotonic())
+        )
+        if not free:
+            raise _busy()
+        _owners.add(owner_id)
+    try:
+        yield
+    finally:
+        with _owners_changed:
+            _owners.discard(owner_id)
+            _owners_changed.notify_all()
+
+
+def convert(markdown: str, name: str, wait_s: float = WAIT_FOR_SLOT_S) -> bytes:
+    """Return `markdown` converted to format `name`, waiting at most `wait_s` for a free
+    slot; raise ConversionFailed."""
     entry = FORMATS[name].child
     assert entry is not None, "Markdown is served as it was saved"
-    if not _slots.acquire(timeout=WAIT_FOR_SLOT_S):
-        raise ConversionFailed(
-            503,
-            "Too many reports are being converted; try again shortly.",
-            retry_after_s=RETRY_AFTER_S,
-        )
+    if not _slots.acquire(timeout=wait_s):
+        raise _busy()
     try:
         return base64.b64decode(sandbox.run(entry, markdown.encode("utf-8"), LIMITS))
     except (ParseError, sandbox.Stopped) as exc:

@@ -117,6 +117,40 @@ def test_conversions_past_the_few_at_once_answer_503_with_retry_after(
     assert busy.json()["error"]["code"] == "conversion_failed"
 
 
+def test_one_users_burst_of_conversions_leaves_the_other_slots_to_others(
+    alice_client, bob_client, task, worker, monkeypatch
+):
+    """Alice's second conversion waits for her first, not for a free slot: with a slot
+    still free, it answers 503 once the wait is over, and bob's conversion takes the slot."""
+    bobs = task_of(submit(bob_client))
+    run_all(worker)
+    monkeypatch.setattr(exports, "WAIT_FOR_SLOT_S", 0.2)
+    real_run, started, release = sandbox.run, threading.Event(), threading.Event()
+
+    def first_runs_until_released(*args):
+        if not started.is_set():
+            started.set()
+            release.wait(30)
+        return real_run(*args)
+
+    monkeypatch.setattr(sandbox, "run", first_runs_until_released)
+    running = threading.Thread(target=exports.exported, args=(task, "pdf"))
+    running.start()  # alice's first conversion, in another request
+    try:
+        assert started.wait(30)
+
+        alices_second = download(alice_client, task, "docx")
+        bobs_first = download(bob_client, bobs, "docx")
+    finally:
+        release.set()
+        running.join(30)
+
+    assert alices_second.status_code == 503 and alices_second["Retry-After"]
+    assert alices_second.json()["error"]["code"] == "conversion_failed"
+    assert bobs_first.status_code == 200
+    assert download(alice_client, task, "html").status_code == 200  # her turn is back
+
+
 def test_the_task_page_offers_every_format(alice_client, task):
     page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
 
