@@ -506,6 +506,9 @@ REPORTS_PARSE_TIMEOUT_S = env_number("REPORTS_PARSE_TIMEOUT_S", 90, minimum=1)
 # REPORTS_USER_RATE_WINDOW_S seconds (429 rate_limited with Retry-After beyond that).
 REPORTS_USER_RATE_LIMIT = env_int("REPORTS_USER_RATE_LIMIT", 30, minimum=1)
 REPORTS_USER_RATE_WINDOW_S = env_int("REPORTS_USER_RATE_WINDOW_S", 60, minimum=1)
+# Bytes of documents a user may upload in any 24 hours (429 rate_limited beyond it): every
+# upload is kept with its task, so this bounds how fast one user fills the file store.
+REPORTS_USER_UPLOAD_MB_PER_DAY = env_number("REPORTS_USER_UPLOAD_MB_PER_DAY", 1024, minimum=0.001)
 # Failed logins per username and address before logins are refused for the lockout.
 REPORTS_LOGIN_MAX_FAILURES = env_int("REPORTS_LOGIN_MAX_FAILURES", 5, minimum=1)
 REPORTS_LOGIN_LOCKOUT_S = env_int("REPORTS_LOGIN_LOCKOUT_S", 900, minimum=1)

@@ -20,6 +20,7 @@ from functools import cached_property
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
+from django.db.models import Sum
 from django.utils import timezone
 
 from reports import budgets, storage, wakeups
@@ -28,6 +29,7 @@ from reports.models import TERMINAL, CostStatus, Document, Lane, Status, Task
 from reports.observability import logs, task_logs, tracing
 from reports.providers import SCENARIOS
 from reports.providers.prompts import PROMPT_VERSION
+from reports.upload_limits import MB
 
 # Any fixed number, other than the worker's claim lock: every creation takes this one.
 ADMISSION_LOCK = 7_240_502
@@ -90,12 +92,14 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
     # Refuse a flood before its files touch the disk; the check that holds is the one
     # repeated under the admission lock, in the transaction that inserts the task.
     limit_rate(user)
+    limit_upload_bytes(user, submission)
     _admit(user)
     names = _store_uploads(submission)
     try:
         with transaction.atomic():
             _lock_admission()
             limit_rate(user)
+            limit_upload_bytes(user, submission)
             _admit(user)
             task = _create(user, submission, names)
             # Idle supervisors hear of the task once it is committed: in other
@@ -229,6 +233,32 @@ def limit_rate(user) -> None:
         f"You have created {limit} reports in the last "
         f"{settings.REPORTS_USER_RATE_WINDOW_S} s; try again in {max(1, wait)} s.",
         {"Retry-After": str(max(1, wait))},
+    )
+
+
+UPLOAD_WINDOW = timedelta(days=1)
+
+
+def limit_upload_bytes(user, submission: Submission) -> None:
+    """Refuse a user's task whose documents would take their uploads of the last 24 hours
+    past REPORTS_USER_UPLOAD_MB_PER_DAY: every upload is kept, and one user at the rate
+    limit would otherwise add some 45 GB an hour to the file store."""
+    limit = settings.REPORTS_USER_UPLOAD_MB_PER_DAY * MB
+    size = sum(len(u.data) for u in submission.uploads)
+    since = timezone.now() - UPLOAD_WINDOW
+    recent = Task.objects.filter(owner=user, created_at__gt=since)
+    uploaded = recent.aggregate(total=Sum("input_bytes"))["total"] or 0
+    if uploaded + size <= limit:
+        return
+    oldest = recent.order_by("created_at").values_list("created_at", flat=True).first()
+    wait = max(1, math.ceil((oldest - since).total_seconds())) if oldest else 1
+    raise ApiError(
+        429,
+        "rate_limited",
+        f"You have uploaded {uploaded / MB:,.0f} MB in the last 24 hours, and these files "
+        f"would take you past the {settings.REPORTS_USER_UPLOAD_MB_PER_DAY:,g} MB a day "
+        f"allows; try again in {wait} s.",
+        {"Retry-After": str(wait)},
     )
 
 

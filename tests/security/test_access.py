@@ -7,13 +7,15 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.core.cache import cache
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 
-from reports.models import ApiToken
+from reports.models import ApiToken, Task
 from reports.worker.leases import claim_next_task
 from tests.helpers import TASK_ROUTES, assert_refused, snapshot, submit, upload
 
@@ -206,6 +208,26 @@ def test_one_user_cannot_fill_the_queue_everyone_shares(alice_client, bob_client
     assert submit(bob_client, upload("bobs.md")).status_code == 201
     assert claim_next_task("w1") is not None  # alice's oldest starts
     assert submit(alice_client, upload("eleventh.md")).status_code == 201
+
+
+def test_a_users_uploads_in_a_day_are_bounded(alice_client, bob_client, settings):
+    """Every upload is kept: past REPORTS_USER_UPLOAD_MB_PER_DAY in 24 hours a user's next
+    task is refused, stores nothing, and is accepted once the older uploads leave the day."""
+    settings.REPORTS_USER_UPLOAD_MB_PER_DAY = 0.01  # 10,485 bytes
+    document = ("Tidal energy is a predictable source of power. " * 125)[:6000]
+    assert submit(alice_client, upload("first.md", document)).status_code == 201
+    before = snapshot()
+
+    response = submit(alice_client, upload("second.md", document))
+
+    assert_refused(response, 429, "rate_limited", "in the last 24 hours", "0.01 MB a day")
+    assert 86_000 < int(response["Retry-After"]) <= 86_400
+    assert snapshot() == before
+    assert submit(bob_client, upload("bobs.md", document)).status_code == 201
+    Task.objects.filter(owner__username="alice").update(
+        created_at=timezone.now() - timedelta(hours=25)
+    )
+    assert submit(alice_client, upload("second.md", document)).status_code == 201
 
 
 def test_an_idempotent_replay_is_not_counted_against_the_rate(alice_client, settings):
