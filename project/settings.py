@@ -59,6 +59,10 @@ if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured("DJANGO_SECRET_KEY is required when DJANGO_DEBUG is off.")
     SECRET_KEY = "insecure-debug-only-key"
+# Earlier keys, still accepted while a new SECRET_KEY takes over: sessions and sealed
+# webhook secrets made under one of them still read (docs/webhooks.md#the-secret).
+# Comma-separated; Django's generated keys hold no comma.
+SECRET_KEY_FALLBACKS = [k for k in env_str("DJANGO_SECRET_KEY_FALLBACKS").split(",") if k]
 ALLOWED_HOSTS = [h for h in env_str("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
 # A form refused by its CSRF check gets the product's 403 page, saying why (reports.serving.errors).
 CSRF_FAILURE_VIEW = "reports.serving.errors.csrf_failure"

@@ -27,6 +27,11 @@ urlpatterns = [
         webhooks_pages.remove,
         name="settings-webhook-remove",
     ),
+    path(
+        "settings/webhooks/<str:webhook_id>/secret",
+        webhooks_pages.new_secret,
+        name="settings-webhook-secret",
+    ),
     # the JSON API and the event stream (docs/api.md)
     path("api/tasks", api.tasks, name="api-tasks"),
     path("api/tasks/<str:task_id>", api.task_detail, name="api-task"),
@@ -39,6 +44,11 @@ urlpatterns = [
     path("api/tasks/<str:task_id>/share", sharing_api.share, name="api-task-share"),
     path("api/webhooks", webhooks_api.webhooks, name="api-webhooks"),
     path("api/webhooks/<str:webhook_id>", webhooks_api.webhook, name="api-webhook"),
+    path(
+        "api/webhooks/<str:webhook_id>/secret",
+        webhooks_api.secret,
+        name="api-webhook-secret",
+    ),
     # observability (docs/observability.md)
     path("version", observability_views.version, name="version"),
     path("metrics", observability_views.metrics_view, name="metrics"),

@@ -21,8 +21,10 @@ class WebhookEndpoint(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="webhook_endpoints"
     )
     url = models.CharField(max_length=2000)
-    # `whsec_` + base64: kept as it was given, since signing needs it (docs/webhooks.md).
-    secret = models.CharField(max_length=64)
+    # The signing secret (`whsec_` + base64), sealed under a key derived from SECRET_KEY
+    # (reports.webhooks.sealing): signing needs it back, a database dump alone must not give it. A
+    # Fernet token of a secret of up to 64 characters is 184 (docs/webhooks.md#the-secret).
+    sealed_secret = models.CharField(max_length=200)
     created_at = models.DateTimeField(db_default=Now())
     disabled_at = models.DateTimeField(null=True, blank=True)
     disabled_reason = models.CharField(max_length=300, blank=True)

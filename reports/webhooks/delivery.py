@@ -20,7 +20,7 @@ from standardwebhooks import Webhook
 
 from reports.clock import Clock
 from reports.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
-from reports.webhooks import addresses
+from reports.webhooks import addresses, sealing
 
 # Seconds before each retry: the first within 30 s, the last about a day after the first try.
 RETRY_DELAYS_S = (5, 30, 120, 600, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600)
@@ -30,6 +30,13 @@ MAX_CONSECUTIVE_FAILURES = 50
 USER_AGENT = "Reportline-Webhooks/1"
 # Due rows read for each place to fill, so that one user's backlog leaves others room.
 CANDIDATES_PER_PLACE = 10
+# Why a delivery failed, and its endpoint was turned off, when no key of the server opens
+# its secret any more (SECRET_KEY changed without the old one in SECRET_KEY_FALLBACKS):
+# nothing can be signed for it until its owner gets a new secret.
+SECRET_UNREADABLE = (
+    "The signing secret can no longer be read on this server (its secret key changed); "
+    "get a new secret for this address to turn it on again."
+)
 
 
 @dataclass(frozen=True)
@@ -38,7 +45,7 @@ class Job:
     endpoint_id: str
     user_id: int
     url: str
-    secret: str
+    sealed_secret: str  # opened only to sign, on the sending thread
     body: str
 
 
@@ -46,6 +53,7 @@ class Job:
 class Outcome:
     status_code: int | None  # None: no answer (refused, unreachable, timed out)
     error: str = ""
+    final: bool = False  # no later try could do better: fail it now
 
     @property
     def ok(self) -> bool:
@@ -96,25 +104,29 @@ def claim_due(limit: int, clock: Clock | None = None, busy_users=()) -> list[Job
             str(r.endpoint_id),
             r.endpoint.user_id,
             r.endpoint.url,
-            r.endpoint.secret,
+            r.endpoint.sealed_secret,
             r.body,
         )
         for r in rows
     ]
 
 
-def signed_headers(job: Job, at: datetime) -> dict[str, str]:
+def signed_headers(job: Job, secret: str, at: datetime) -> dict[str, str]:
     """The Standard Webhooks headers: the delivery's id, the attempt's time, its signature."""
     return {
         "webhook-id": job.delivery_id,
         "webhook-timestamp": str(int(at.timestamp())),
-        "webhook-signature": Webhook(job.secret).sign(job.delivery_id, at, job.body),
+        "webhook-signature": Webhook(secret).sign(job.delivery_id, at, job.body),
     }
 
 
 def send(job: Job, clock: Clock | None = None) -> Outcome:
     """POST the job's body to its endpoint, signed; never follow a redirect. Blocks up to
     REPORTS_WEBHOOK_TIMEOUT_S: call it off the event loop."""
+    try:
+        secret = sealing.unseal(job.sealed_secret)
+    except sealing.Unreadable:
+        return Outcome(None, SECRET_UNREADABLE, final=True)
     try:
         target = addresses.resolve(job.url)  # again: the name may point elsewhere now
     except addresses.Refused as exc:
@@ -123,7 +135,7 @@ def send(job: Job, clock: Clock | None = None) -> Outcome:
         "Host": target.host if target.port in (80, 443) else f"{target.host}:{target.port}",
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        **signed_headers(job, wall(clock)),
+        **signed_headers(job, secret, wall(clock)),
     }
     timeout = urllib3.Timeout(total=settings.REPORTS_WEBHOOK_TIMEOUT_S)
     # Connect to the address checked, naming the host for TLS: no second lookup to rebind.
@@ -185,6 +197,9 @@ def record(job: Job, outcome: Outcome, clock: Clock | None = None) -> None:
         if outcome.ok:
             fields.update(status=DeliveryStatus.DELIVERED, delivered_at=now)
             endpoint.update(consecutive_failures=0)
+        elif outcome.final:
+            fields["status"] = DeliveryStatus.FAILED
+            _disable(endpoint, now, outcome.error, delivery_error=outcome.error)
         elif attempts > len(RETRY_DELAYS_S):
             fields["status"] = DeliveryStatus.FAILED
             _disable(endpoint, now, f"Every try failed for a day; the last: {outcome.error}")
@@ -199,14 +214,16 @@ def record(job: Job, outcome: Outcome, clock: Clock | None = None) -> None:
         WebhookDelivery.objects.filter(pk=job.delivery_id).update(**fields)
 
 
-def _disable(endpoint, now: datetime, reason: str) -> int:
+def _disable(
+    endpoint, now: datetime, reason: str, delivery_error: str = "The endpoint was disabled."
+) -> int:
     """Disable the endpoints still enabled of the queryset `endpoint`; their deliveries
-    still waiting fail with them. Return how many were disabled."""
+    still waiting fail with them, with `delivery_error`. Return how many were disabled."""
     disabled = endpoint.filter(disabled_at__isnull=True).update(
         disabled_at=now, disabled_reason=reason[:300]
     )
     WebhookDelivery.objects.filter(endpoint__in=endpoint, status=DeliveryStatus.PENDING).update(
-        status=DeliveryStatus.FAILED, last_error="The endpoint was disabled."
+        status=DeliveryStatus.FAILED, last_error=delivery_error[:300]
     )
     return disabled
 

@@ -1,4 +1,5 @@
-"""A user's webhook endpoints: register one (its secret shown once), list them, remove one."""
+"""A user's webhook endpoints: register one (its secret shown once), list them, remove one,
+give one a new secret (shown once too)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from django.db import transaction
 from reports.auth import ApiError
 from reports.models import WebhookEndpoint
 from reports.serving import throttle
-from reports.webhooks import addresses
+from reports.webhooks import addresses, sealing
+from reports.webhooks.delivery import SECRET_UNREADABLE
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,9 @@ def register(user, url) -> WebhookEndpoint:
         # so two requests at once cannot pass the limit together.
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         _refuse_past_limit(user)
-        return WebhookEndpoint.objects.create(user=user, url=url, secret=new_secret())
+        return WebhookEndpoint.objects.create(
+            user=user, url=url, sealed_secret=sealing.seal(new_secret())
+        )
 
 
 def limit_rate(user) -> None:
@@ -87,6 +91,22 @@ def owned(user, endpoint_id) -> WebhookEndpoint | None:
     except ValueError:
         return None
     return WebhookEndpoint.objects.filter(user=user, pk=pk).first()
+
+
+def new_secret_for(user, endpoint_id) -> WebhookEndpoint | None:
+    """Give the user's endpoint a new secret, in place of the old one at once (the returned
+    endpoint's secret is the only time it is shown); None when there is no such one. An
+    endpoint turned off because its secret could no longer be read is turned on again."""
+    endpoint = owned(user, endpoint_id)
+    if endpoint is None:
+        return None
+    endpoint.sealed_secret = sealing.seal(new_secret())
+    changed = ["sealed_secret"]
+    if endpoint.disabled_at is not None and endpoint.disabled_reason == SECRET_UNREADABLE:
+        endpoint.disabled_at, endpoint.disabled_reason, endpoint.consecutive_failures = None, "", 0
+        changed += ["disabled_at", "disabled_reason", "consecutive_failures"]
+    endpoint.save(update_fields=changed)
+    return endpoint
 
 
 def remove(user, endpoint_id) -> bool:

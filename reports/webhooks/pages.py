@@ -1,5 +1,5 @@
-"""The settings page of a user's webhooks: add one (its secret shown once), remove one, and
-see why one was disabled."""
+"""The settings page of a user's webhooks: add one (its secret shown once), give one a new
+secret (shown once too), remove one, and see why one was disabled."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
 from reports.auth import ApiError
-from reports.webhooks import endpoints
+from reports.webhooks import endpoints, sealing
 
 CREATED = "webhook_created"
 
@@ -19,9 +19,9 @@ CREATED = "webhook_created"
 @login_required
 @require_http_methods(["GET", "POST"])
 def settings_page(request: HttpRequest) -> HttpResponse:
-    # A new endpoint's secret goes through the session to the page the POST redirects to,
-    # shown there once: reloading that page then neither shows it again nor adds another.
-    context = {"error": None, "created": request.session.pop(CREATED, None), "url": ""}
+    # A new secret goes through the session to the page the POST redirects to, shown there
+    # once: reloading that page then neither shows it again nor adds another.
+    context = {"error": None, "created": _shown_once(request), "url": ""}
     status, headers = 200, {}
     if request.method == "POST":
         url = request.POST.get("url", "")
@@ -34,13 +34,43 @@ def settings_page(request: HttpRequest) -> HttpResponse:
             context.update(error=exc.message, url=url[:2000])
             status, headers = exc.status, exc.headers
         else:
-            request.session[CREATED] = {"url": created.url, "secret": created.secret}
+            _show_once(request, created, renewed=False)
             return redirect("settings-webhooks")
     context["webhooks"] = endpoints.listing(request.user)
     response = render(request, "reports/webhooks.html", context, status=status)
     for name, value in headers.items():
         response[name] = value
     return response
+
+
+@login_required
+@require_POST
+def new_secret(request: HttpRequest, webhook_id: str) -> HttpResponse:
+    endpoint = endpoints.new_secret_for(request.user, webhook_id)
+    if endpoint is None:
+        raise Http404("No such webhook.")
+    _show_once(request, endpoint, renewed=True)
+    return redirect("settings-webhooks")
+
+
+def _show_once(request: HttpRequest, endpoint, renewed: bool) -> None:
+    # Still sealed in the session, which is stored in the database too.
+    request.session[CREATED] = {
+        "url": endpoint.url,
+        "sealed": endpoint.sealed_secret,
+        "renewed": renewed,
+    }
+
+
+def _shown_once(request: HttpRequest) -> dict | None:
+    shown = request.session.pop(CREATED, None)
+    if shown is None:
+        return None
+    try:
+        secret = sealing.unseal(shown["sealed"])
+    except (sealing.Unreadable, KeyError):  # the key changed since, or an older session
+        return None
+    return {"url": shown["url"], "secret": secret, "renewed": shown.get("renewed", False)}
 
 
 @login_required

@@ -26,7 +26,7 @@ def messages_of(response) -> list[str]:
 @pytest.fixture
 def endpoint(alice, make_task):
     endpoint = WebhookEndpoint.objects.create(
-        user=alice, url="https://hooks.example/in", secret="whsec_x"
+        user=alice, url="https://hooks.example/in", sealed_secret="whsec_x"
     )
     WebhookDelivery.objects.create(
         task=make_task(),
@@ -106,7 +106,7 @@ def test_deliveries_are_found_by_their_webhook_id_their_task_or_their_endpoint(
     other = WebhookDelivery.objects.create(
         task=delivery.task,
         endpoint=WebhookEndpoint.objects.create(
-            user=endpoint.user, url="https://elsewhere.example/", secret="whsec_y"
+            user=endpoint.user, url="https://elsewhere.example/", sealed_secret="whsec_y"
         ),
         event_type="task.succeeded",
         body="{}",

@@ -19,7 +19,7 @@ def deliver(task, count: int) -> list[WebhookDelivery]:
     deliveries = []
     for i in range(count):
         endpoint = WebhookEndpoint.objects.create(
-            user=task.owner, url=f"https://hooks.example/{i}", secret="whsec_x"
+            user=task.owner, url=f"https://hooks.example/{i}", sealed_secret="whsec_x"
         )
         deliveries.append(
             WebhookDelivery.objects.create(

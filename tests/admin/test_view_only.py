@@ -68,7 +68,9 @@ def test_a_view_only_staff_member_changes_nothing_through_any_action_or_page(
 ):
     make_task()  # a queued task next to one waiting in reconciliation
     ShareLink.objects.issue(unanswered_task, 7)
-    endpoint = WebhookEndpoint.objects.create(user=alice, url="https://hooks.example/", secret="s")
+    endpoint = WebhookEndpoint.objects.create(
+        user=alice, url="https://hooks.example/", sealed_secret="s"
+    )
     WebhookDelivery.objects.create(
         task=unanswered_task, endpoint=endpoint, event_type="x", body="{}", next_attempt_at=now()
     )

@@ -15,7 +15,7 @@ from django.db import connection
 
 from reports import lifecycle
 from reports.models import WebhookDelivery
-from reports.webhooks import endpoints
+from reports.webhooks import endpoints, sealing
 from tests.helpers import database_url, make_submission, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -74,7 +74,7 @@ def test_a_delivery_left_by_a_killed_worker_is_sent_by_the_next(
 
     assert inbox.answered == [200]  # one answered POST; the killed worker's got none
     assert {got.webhook_id for got in inbox.received} == {str(delivery.pk)}
-    assert all(got.signed_by(hook.secret) for got in inbox.received)
+    assert all(got.signed_by(sealing.unseal(hook.sealed_secret)) for got in inbox.received)
     assert json.loads(inbox.received[-1].body)["type"] == "task.cancelled"
     delivery.refresh_from_db()
     assert delivery.attempts == 1

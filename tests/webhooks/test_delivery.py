@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from reports import lifecycle
 from reports.models import DeliveryStatus, Status, WebhookDelivery
-from reports.webhooks import endpoints
+from reports.webhooks import endpoints, sealing
 from reports.webhooks.delivery import RETRY_DELAYS_S, claim_due, deliver_due
 from tests.helpers import run_all, whole_report
 from tests.webhooks.receiver import NO_ANSWER, PUBLIC_IP
@@ -32,7 +32,7 @@ def test_a_task_that_ends_is_posted_to_each_endpoint_signed_with_its_body(
 
     [got] = inbox.received
     assert got.path == "/reportline"
-    assert got.signed_by(hook.secret)
+    assert got.signed_by(sealing.unseal(hook.sealed_secret))
     assert abs(int(got.headers["webhook-timestamp"]) - clock.wall().timestamp()) < 2
     payload = json.loads(got.body)
     assert payload["type"] == "task.succeeded"
@@ -64,7 +64,9 @@ def test_a_failed_delivery_is_retried_within_30_s_with_the_same_id_and_bytes(
     assert first.webhook_id == second.webhook_id == str(delivery.pk)
     assert first.body == second.body
     assert json.loads(first.body)["type"] == "task.cancelled"
-    assert first.signed_by(hook.secret) and second.signed_by(hook.secret)
+    assert first.signed_by(sealing.unseal(hook.sealed_secret)) and second.signed_by(
+        sealing.unseal(hook.sealed_secret)
+    )
     delivery.refresh_from_db()
     assert (delivery.status, delivery.attempts) == ("delivered", 2)
 

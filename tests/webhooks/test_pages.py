@@ -8,7 +8,7 @@ import re
 import pytest
 
 from reports.models import WebhookEndpoint
-from reports.webhooks import addresses, endpoints
+from reports.webhooks import addresses, endpoints, sealing
 from tests.webhooks.receiver import PUBLIC_IP
 
 pytestmark = pytest.mark.django_db
@@ -24,11 +24,13 @@ def test_an_address_added_on_the_page_shows_its_secret_once_and_can_be_removed(a
 
     hook = WebhookEndpoint.objects.get()
     assert added.redirect_chain == [("/settings/webhooks/", 302)]
-    assert hook.secret in added.content.decode()
+    assert sealing.unseal(hook.sealed_secret) in added.content.decode()
     assert "no-store" in added["Cache-Control"]
     # A reload is a GET: no second endpoint, and the secret is not shown again.
     again = alice_client.get("/settings/webhooks/").content.decode()
-    assert "https://hooks.example.com/in" in again and hook.secret not in again
+    assert (
+        "https://hooks.example.com/in" in again and sealing.unseal(hook.sealed_secret) not in again
+    )
     assert WebhookEndpoint.objects.count() == 1
     removed = alice_client.post(f"/settings/webhooks/{hook.pk}/remove")
     assert removed.status_code == 302
