@@ -1,5 +1,5 @@
 """A user's webhook endpoints: register one (its secret shown once), list them, remove one,
-give one a new secret (shown once too)."""
+give one a new secret (shown once too); and reseal every secret under a new SECRET_KEY."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import base64
 import logging
 import secrets
 import uuid
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -107,6 +108,32 @@ def new_secret_for(user, endpoint_id) -> WebhookEndpoint | None:
         changed += ["disabled_at", "disabled_reason", "consecutive_failures"]
     endpoint.save(update_fields=changed)
     return endpoint
+
+
+@dataclass(frozen=True)
+class Resealed:
+    resealed: int  # sealed under a fallback key, now under SECRET_KEY
+    current: int  # already under SECRET_KEY
+    unreadable: int  # opened by no key: their owners must get a new secret
+
+
+def reseal_all() -> Resealed:
+    """Seal every endpoint's secret under the current SECRET_KEY, so that the keys in
+    SECRET_KEY_FALLBACKS may go. A secret changed meanwhile (a new one asked for) is left
+    as it now is."""
+    resealed = current = unreadable = 0
+    for pk, token in list(WebhookEndpoint.objects.values_list("pk", "sealed_secret")):
+        if sealing.is_current(token):
+            current += 1
+            continue
+        try:
+            fresh = sealing.reseal(token)
+        except sealing.Unreadable:
+            unreadable += 1
+            continue
+        WebhookEndpoint.objects.filter(pk=pk, sealed_secret=token).update(sealed_secret=fresh)
+        resealed += 1
+    return Resealed(resealed, current, unreadable)
 
 
 def remove(user, endpoint_id) -> bool:

@@ -2,7 +2,8 @@
 stored, so that a database dump or backup alone gives none of them (docs/webhooks.md).
 
 Sealed with Fernet (AES-128-CBC and HMAC-SHA256, from `cryptography`) under a key derived
-by HKDF from SECRET_KEY; a token sealed under a key in SECRET_KEY_FALLBACKS still opens.
+by HKDF from SECRET_KEY; a token sealed under a key in SECRET_KEY_FALLBACKS still opens, so
+a new SECRET_KEY can take over while `manage.py reseal_webhook_secrets` reseals the rest.
 """
 
 from __future__ import annotations
@@ -33,6 +34,23 @@ def unseal(token: str) -> str:
     """The text `token` seals, or raise Unreadable."""
     try:
         return _keys().decrypt(token.encode()).decode()
+    except InvalidToken:
+        raise Unreadable("No secret key of this server opens it.") from None
+
+
+def is_current(token: str) -> bool:
+    """Whether `token` is sealed under the current SECRET_KEY (not only a fallback)."""
+    try:
+        _fernet(settings.SECRET_KEY).decrypt(token.encode())
+    except InvalidToken:
+        return False
+    return True
+
+
+def reseal(token: str) -> str:
+    """`token` sealed again under the current SECRET_KEY, or raise Unreadable."""
+    try:
+        return _keys().rotate(token.encode()).decode()
     except InvalidToken:
         raise Unreadable("No secret key of this server opens it.") from None
 

@@ -1,7 +1,7 @@
 """Signing secrets sealed at rest: the database (and a dump of it, and the session that
-carries a new secret to its page) never holds one; deliveries are signed with the secret
-the owner was shown; a secret no key opens fails its deliveries with a reason its owner
-and the staff read, and its owner gets a new one."""
+carries a new secret to its page) never holds one; deliveries stay signed with the secret
+the owner was shown, across a new SECRET_KEY and the reseal; a secret no key opens fails
+its deliveries with a reason its owner and the staff read, and its owner gets a new one."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from django.test import Client
 from standardwebhooks import Webhook
 
 from reports import lifecycle
-from reports.models import WebhookDelivery, WebhookEndpoint
+from reports.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from reports.webhooks import endpoints, sealing
 from reports.webhooks.delivery import SECRET_UNREADABLE, deliver_due
 from tests.helpers import database_url, make_submission, wait_for
@@ -124,6 +124,39 @@ def test_admin_never_shows_a_secret_sealed_or_not(alice_client, admin_client, ho
 
 
 @pytest.mark.django_db
+def test_under_a_new_secret_key_deliveries_stay_signed_and_the_reseal_frees_the_old_key(
+    alice, alice_token, make_task, receiver, hooks_on, clock, settings
+):
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = OLD_KEY, []
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {alice_token}")
+    inbox = receiver()
+    _, secret = hooks_on(api, inbox.url)
+    sealed_before = WebhookEndpoint.objects.get().sealed_secret
+
+    # The new key takes over; the old one stays a fallback until the reseal has run.
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = NEW_KEY, [OLD_KEY]
+    lifecycle.cancel_task(make_task())
+    assert deliver_due(clock) == 1
+    out = io.StringIO()
+    call_command("reseal_webhook_secrets", stdout=out)
+    assert "Resealed 1 webhook secret(s)" in out.getvalue() and "0 already were" in out.getvalue()
+
+    settings.SECRET_KEY_FALLBACKS = []
+    lifecycle.cancel_task(make_task())
+    assert deliver_due(clock) == 1
+
+    first, second = inbox.received
+    assert first.signed_by(secret) and second.signed_by(secret)
+    assert WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == 2
+    assert WebhookEndpoint.objects.get().sealed_secret != sealed_before
+    again = io.StringIO()
+    call_command("reseal_webhook_secrets", stdout=again)
+    assert (
+        "Resealed 0 webhook secret(s)" in again.getvalue() and "1 already were" in again.getvalue()
+    )
+
+
+@pytest.mark.django_db
 def test_a_secret_no_key_opens_fails_its_delivery_with_a_reason_and_a_new_secret_mends_it(
     alice, alice_token, admin_client, admin_user, make_task, receiver, hooks_on, clock, settings
 ):
@@ -132,8 +165,11 @@ def test_a_secret_no_key_opens_fails_its_delivery_with_a_reason_and_a_new_secret
     inbox = receiver()
     hook_id, old_secret = hooks_on(api, inbox.url)
     lifecycle.cancel_task(make_task())  # waiting when the key goes
-    settings.SECRET_KEY = NEW_KEY  # the old key gone, not kept as a fallback
+    settings.SECRET_KEY = NEW_KEY  # the old key dropped before any reseal
     lifecycle.cancel_task(make_task())
+    errors = io.StringIO()
+    call_command("reseal_webhook_secrets", stdout=io.StringIO(), stderr=errors)
+    assert "1 webhook secret(s) open with no key" in errors.getvalue()
 
     assert deliver_due(clock) == 1  # the first fails for good, and the second with it
     assert deliver_due(clock) == 0  # nothing left to try again, ever
@@ -207,20 +243,22 @@ def test_a_new_secret_does_not_turn_on_an_endpoint_the_staff_turned_off(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_worker_whose_key_opens_no_secret_records_it_and_goes_on_sending(
+def test_a_worker_opens_secrets_under_its_fallback_keys_and_records_one_no_key_opens(
     alice, bob, receiver, tmp_path, settings
 ):
     settings.REPORTS_WEBHOOK_ALLOW_PRIVATE = True
     inbox = receiver()
     url = f"http://127.0.0.1:{inbox.port}/reportline"
     settings.SECRET_KEY = OLD_KEY
-    endpoints.register(alice, url)  # sealed under a key the worker will not have
-    settings.SECRET_KEY = NEW_KEY
-    bobs = endpoints.register(bob, url)
+    alices = endpoints.register(alice, url)  # under a key the worker has as a fallback
+    alices_secret = sealing.unseal(alices.sealed_secret)
+    settings.SECRET_KEY = "a-key-nobody-has-any-more-" + "x" * 30
+    endpoints.register(bob, url)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "project.settings",
         "DJANGO_SECRET_KEY": NEW_KEY,
+        "DJANGO_SECRET_KEY_FALLBACKS": f"an-older-key-{'y' * 30},{OLD_KEY}",
         "DATABASE_URL": database_url(connection.settings_dict),
         "REPORTS_DATA_DIR": str(tmp_path),
         "REPORTS_POLL_S": "0.05",
@@ -234,8 +272,8 @@ def test_a_worker_whose_key_opens_no_secret_records_it_and_goes_on_sending(
         stderr=subprocess.DEVNULL,
     )
     try:
-        lifecycle.cancel_task(make_submission(alice))
         lifecycle.cancel_task(make_submission(bob))
+        lifecycle.cancel_task(make_submission(alice))
         wait_for(
             lambda: not WebhookDelivery.objects.filter(status="pending").exists(),
             "both deliveries settled",
@@ -246,9 +284,8 @@ def test_a_worker_whose_key_opens_no_secret_records_it_and_goes_on_sending(
         worker.kill()
         worker.wait(10)
 
-    alices = WebhookDelivery.objects.get(endpoint__user=alice)
-    assert (alices.status, alices.attempts, alices.last_error) == ("failed", 1, SECRET_UNREADABLE)
-    assert WebhookDelivery.objects.get(endpoint=bobs).status == "delivered"
+    bobs = WebhookDelivery.objects.get(endpoint__user=bob)
+    assert (bobs.status, bobs.attempts, bobs.last_error) == ("failed", 1, SECRET_UNREADABLE)
+    assert WebhookDelivery.objects.get(endpoint=alices).status == "delivered"
     [got] = inbox.received
-    settings.SECRET_KEY = NEW_KEY
-    assert got.signed_by(sealing.unseal(bobs.sealed_secret))
+    assert got.signed_by(alices_secret)
