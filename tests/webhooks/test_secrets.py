@@ -219,7 +219,7 @@ def test_a_new_secret_on_the_page_is_shown_once_and_signs_from_then_on(
 
     text = renewed.content.decode()
     [new_secret] = re.findall(r"whsec_[A-Za-z0-9+/=]+", text)
-    assert new_secret != old_secret and "A new signing secret for" in text
+    assert new_secret != old_secret and "has a new signing secret" in text
     assert new_secret not in alice_client.get("/settings/webhooks/").content.decode()
     lifecycle.cancel_task(make_task())
     assert deliver_due(clock) == 1
