@@ -46,7 +46,7 @@ FAILURES = {
     ErrorType.VALIDATION_FAILED: (
         "did not pass the checks",
         "The report was written in full but did not have the shape of a report (a title, "
-        "a summary and at least one more section), so it was not saved.",
+        "a summary and at least one more section with words in it), so it was not saved.",
     ),
     ErrorType.SAVE_FAILED: ("could not be saved", "The report could not be saved."),
     ErrorType.INVALID_INPUT: ("the document could not be read", "The document could not be read."),
