@@ -12,11 +12,12 @@ from html import escape, unescape
 from urllib.parse import unquote
 
 import nh3
-from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
 from markdown_it.rules_core import StateCore
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
+
+from reports.parsers import markdown_depth
 
 LINK_REL = "nofollow noopener noreferrer"
 ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})
@@ -149,7 +150,7 @@ def _link_citations(state: StateCore) -> None:
         block.children = children
 
 
-_md = MarkdownIt("commonmark", {"html": False}).enable("table")
+_md = markdown_depth.parser("commonmark", {"html": False}).enable("table")
 _md.validateLink = is_safe_link  # type: ignore[method-assign]
 _md.core.ruler.before("text_join", "citations", _link_citations)
 _md.add_render_rule("link_open", _render_link_open)

@@ -7,11 +7,12 @@ import bisect
 import re
 from collections.abc import Sequence
 
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from reports.parsers import markdown_depth
+
 # Headings are read from the token stream, so a `#` line inside a code fence is not one.
-_md = MarkdownIt("commonmark")
+_md = markdown_depth.parser("commonmark")
 
 # What a model writes as a citation, well formed ("[S12]", "[S3, S7]") or not ("[S12a]",
 # "【S3】", "[S3; s7]"): brackets holding only ids of an S and a digit, so "[Sic]" is text.

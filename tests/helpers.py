@@ -111,6 +111,38 @@ class ScriptedProvider(Provider):
 REPORT = "# Report\n\n## Summary\n\nIt works.\n\n## Details\n\nMore text.\n"
 
 
+# A list nested fourteen deep, deeper than a report is laid out
+# (reports.parsers.markdown_depth), bullets and numbers in turn, a tree an item; a second
+# item at the top and a paragraph after it.
+TREES = (
+    "Alder", "Birch", "Cedar", "Dogwood", "Elm", "Fir", "Ginkgo", "Hazel", "Ironwood",
+    "Juniper", "Kapok", "Larch", "Maple", "Nutmeg",
+)  # fmt: skip
+
+
+def nested_list() -> str:
+    lines, indent = [], ""
+    for depth, tree in enumerate(TREES):
+        marker = "-" if depth % 2 == 0 else "1."
+        lines.append(f"{indent}{marker} {tree} tree")
+        indent += " " * (len(marker) + 1)
+    return "\n".join([*lines, "- Oak tree", "", "Willows grow by water.", ""])
+
+
+NESTED_REPORT = f"# Trees\n\n## Summary\n\nA survey.\n\n## Findings\n\n{nested_list()}"
+
+
+def assert_every_tree(text: str) -> None:
+    """Each tree of `nested_list` is in the text a reader sees, in order."""
+    shown = " ".join(text.split())
+    at = 0
+    for tree in (*TREES, "Oak"):
+        found = shown.find(f"{tree} tree", at)
+        assert found >= 0, f"{tree} is missing after {shown[:at][-80:]!r}"
+        at = found
+    assert "Willows grow by water." in shown[at:]
+
+
 async def whole_report(request, clock):
     """A well-behaved stream: the report in small pieces, then the completion signal."""
     for i in range(0, len(REPORT), 8):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 
 from reports.rendering import render_markdown, report_title, under_page_title
+from tests.helpers import assert_every_tree, nested_list
+from tests.security import hostile
 
 REL = 'rel="nofollow noopener noreferrer"'
 
@@ -150,3 +153,31 @@ def test_a_reports_title_is_its_first_headings_text():
     html = render_markdown("# Costs & *risks*\n\n## Summary\n\nText.")
     assert report_title(html) == "Costs & risks"
     assert report_title(render_markdown("No heading.")) == ""
+
+
+def test_a_list_nested_deeper_than_it_is_laid_out_keeps_every_items_words():
+    html = render_markdown(nested_list())
+
+    assert_every_tree(re.sub(r"<[^>]+>", " ", html))
+    # Ten levels are lists; the items under them are lines of the tenth, as written.
+    assert html.count("<li>") == 11
+    assert "<li>Juniper tree<br>\n- Kapok tree<br>\n1. Larch tree<br>" in html
+
+
+def test_a_citation_nested_deeper_than_it_is_laid_out_still_links_to_its_source():
+    html = render_markdown(nested_list().replace("Nutmeg tree", "Nutmeg tree [S4]"))
+
+    assert 'Nutmeg tree [<a href="sources/S4/" data-citation="S4"' in html
+
+
+@pytest.mark.parametrize("shape", sorted(hostile.deeply_nested_markdown()))
+def test_markdown_nested_ten_thousand_deep_keeps_its_words_in_bounded_time(shape):
+    markdown = hostile.deeply_nested_markdown()[shape]
+
+    started = time.process_time()
+    html = render_markdown(markdown)
+
+    assert time.process_time() - started < 1
+    assert "deepest words" in html
+    # No deeper than the deepest level laid out: the parse never recursed thousands deep.
+    assert html.count("<blockquote>") <= 20 and html.count("<li>") <= 10

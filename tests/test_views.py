@@ -11,9 +11,12 @@ import pytest
 from django.utils import timezone
 
 from reports.models import Task
+from reports.providers.base import Completed, TextDelta, Usage
 from reports.serving import paging
 from reports.streaming.consumers import HEARTBEAT_S
 from tests.helpers import (
+    NESTED_REPORT,
+    assert_every_tree,
     run_all,
     store_passages,
     submit,
@@ -300,6 +303,21 @@ def test_succeeded_task_page_shows_the_rendered_report_and_download(alice_client
     assert f'data-seq="{task.last_seq}"' in html
     assert 'class="align-right"' in html  # the terms table, aligned without inline style
     assert_no_inline_code(html)
+
+
+def test_a_report_nested_deeper_than_it_is_laid_out_keeps_every_items_words_on_its_page(
+    alice_client, scripted_worker
+):
+    async def nested_report(request, clock):
+        yield TextDelta(NESTED_REPORT)
+        yield Completed("stop", Usage(10, 20, None, "provider"), request_id="req-1")
+
+    task = task_of(submit(alice_client))
+    run_all(scripted_worker(nested_report))
+
+    html = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+    report = re.search(r"<article[^>]*data-report-rendered[^>]*>(.*?)</article>", html, re.S)
+    assert_every_tree(re.sub(r"<[^>]+>", " ", report.group(1)))
 
 
 @pytest.mark.parametrize(

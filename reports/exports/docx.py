@@ -28,13 +28,13 @@ from docx.oxml import OxmlElement
 from docx.oxml.ns import qn
 from docx.shared import Pt, RGBColor
 from docx.text.paragraph import Paragraph
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from reports.exports.direction import first_strong
+from reports.parsers import markdown_depth
 from reports.rendering import ALLOWED_SCHEMES, is_safe_link
 
-_md = MarkdownIt("commonmark", {"html": False}).enable("table")
+_md = markdown_depth.parser("commonmark", {"html": False}).enable("table")
 MONOSPACE = "Courier New"
 LINK_COLOUR = RGBColor(0x0B, 0x57, 0xD0)  # the HTML page's
 _ADDRESS = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.I)

@@ -6,16 +6,15 @@ not prose; code stays code, in fences.
 
 from __future__ import annotations
 
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from reports.parsers import sandbox
+from reports.parsers import markdown_depth, sandbox
 from reports.parsers.base import ParseError
 from reports.parsers.html import html_to_text
 from reports.parsers.tables import markdown_table
 from reports.parsers.text import NO_TEXT, TextParser, decode_for_extract, fenced
 
-_MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+_MARKDOWN = markdown_depth.parser("commonmark").enable(["table", "strikethrough"])
 # Link addresses are dropped, never followed or shown: each one is parsed, but neither
 # normalised nor vetted (a fifth of the time a README full of links takes to parse), and a
 # link to a refused address still keeps just its text.
@@ -108,7 +107,7 @@ class MarkdownParser(TextParser):
 
     extensions = (".md",)
     media_type = "text/markdown"
-    version = "3"
+    version = "4"
 
     def extract(self, data: bytes) -> str:
         # A crafted text can make a Markdown parser's time grow much faster than its size:

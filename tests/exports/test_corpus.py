@@ -11,6 +11,7 @@ import functools
 import io
 import json
 import re
+import time
 from pathlib import Path
 
 import docx
@@ -23,6 +24,8 @@ from reports.exports import html, pdf
 from reports.parsers import parser_for
 from reports.providers.base import SourceDocument
 from reports.providers.report_writer import write_report
+from tests.helpers import NESTED_REPORT, assert_every_tree
+from tests.security import hostile
 
 CORPUS = Path(__file__).parent.parent / "fixtures" / "corpus"
 NAMES = sorted(json.loads((CORPUS / "facts.json").read_text()))
@@ -160,3 +163,30 @@ def test_a_path_on_the_site_is_its_words_in_the_html_page_which_opens_elsewhere(
     assert "See the task, " in page and 'href="/' not in page
     assert "and the harbour map.</p>" in page and "<img" not in page
     assert '<a href="https://example.com/survey"' in page and 'href="#source-S1"' in page
+
+
+def text_of(markdown: str, fmt: str) -> str:
+    """Return the words a reader of the report's `fmt` file sees, each space one space."""
+    if fmt == "html":
+        text = re.sub(r"<[^>]+>", " ", html.standalone(markdown).split("<main>")[1])
+    elif fmt == "pdf":
+        document = pypdfium2.PdfDocument(pdf.render(html.standalone(markdown)))
+        text = " ".join(page.get_textpage().get_text_range() for page in document)
+    else:
+        text = " ".join(p.text for p in docx.Document(io.BytesIO(word.render(markdown))).paragraphs)
+    return words(text)
+
+
+@pytest.mark.parametrize("fmt", ["html", "pdf", "docx"])
+def test_a_list_nested_deeper_than_it_is_laid_out_keeps_every_items_words(fmt):
+    assert_every_tree(text_of(NESTED_REPORT, fmt))
+
+
+@pytest.mark.parametrize("shape", sorted(hostile.deeply_nested_markdown()))
+def test_markdown_nested_ten_thousand_deep_converts_with_its_words(shape):
+    markdown = hostile.deeply_nested_markdown()[shape]
+
+    for fmt, cpu_s in (("docx", 2), ("pdf", 20)):
+        started = time.process_time()
+        assert "deepest words" in text_of(markdown, fmt)
+        assert time.process_time() - started < cpu_s, fmt

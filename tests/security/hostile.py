@@ -254,3 +254,14 @@ def terminated_midway(data: bytes) -> list[str]:
     os.kill(os.getpid(), signal.SIGTERM)
     os.kill(os.getpid(), signal.SIGINT)
     return ["text"]
+
+
+def deeply_nested_markdown(levels: int = 10_000) -> dict[str, str]:
+    """Return Markdown nested `levels` deep in each way it nests, each with words at the
+    bottom: quotes, bullets, numbers, and quotes and bullets in turn."""
+    return {
+        "quotes": ">" * levels + " deepest words",
+        "bullets": "- " * levels + "deepest words",
+        "numbers": "1. " * levels + "deepest words",
+        "quoted bullets": "> - " * (levels // 2) + "deepest words",
+    }
