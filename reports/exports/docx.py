@@ -30,6 +30,7 @@ from docx.shared import Pt, RGBColor
 from docx.text.paragraph import Paragraph
 from markdown_it.token import Token
 
+from reports.exports import language
 from reports.exports.direction import first_strong
 from reports.parsers import markdown_depth
 from reports.rendering import ALLOWED_SCHEMES, is_safe_link
@@ -52,6 +53,7 @@ _AFTER_BIDI_VISUAL = (
     "w:tblInd", "w:tblBorders", "w:shd", "w:tblLayout", "w:tblCellMar", "w:tblLook",
     "w:tblCaption", "w:tblDescription", "w:tblPrChange",
 )  # fmt: skip
+_AFTER_LANG = ("w:eastAsianLayout", "w:specVanish", "w:oMath")  # w:lang's, in a run's
 
 
 def render(markdown: str) -> bytes:
@@ -59,22 +61,44 @@ def render(markdown: str) -> bytes:
     writer = _Writer()
     writer.write(_md.parse(markdown))
     _set_directions(writer.document)
+    _set_languages(writer.document)
     out = io.BytesIO()
     writer.document.save(out)
     return out.getvalue()
 
 
+def _paragraphs(document: WordDocument) -> list[Paragraph]:
+    """Return the document's paragraphs, those of its tables' cells after."""
+    cells = (cell for table in document.tables for row in table.rows for cell in row.cells)
+    return [*document.paragraphs, *(p for cell in cells for p in cell.paragraphs)]
+
+
 def _set_directions(document: WordDocument) -> None:
     """Mark right to left each paragraph, and each table, whose text begins so."""
-    for paragraph in document.paragraphs:
+    for paragraph in _paragraphs(document):
         _set_direction(paragraph)
     for table in document.tables:
         if first_strong("".join(cell.text for cell in table.rows[0].cells)) == "rtl":
             table._tbl.tblPr.insert_element_before(OxmlElement("w:bidiVisual"), *_AFTER_BIDI_VISUAL)
-        for row in table.rows:
-            for cell in row.cells:
-                for paragraph in cell.paragraphs:
-                    _set_direction(paragraph)
+
+
+def _set_languages(document: WordDocument) -> None:
+    """Give the document the East Asian language of its text (reports.exports.language),
+    and each paragraph in another one its own: Word draws Han characters in the shapes of
+    the run's `w:eastAsia` language."""
+    paragraphs = _paragraphs(document)
+    whole = language.language_of("\n".join(p.text for p in paragraphs)) or language.DEFAULT
+    defaults = document.styles.element.find(qn("w:docDefaults"))
+    defaults.find(f"{qn('w:rPrDefault')}/{qn('w:rPr')}/{qn('w:lang')}").set(
+        qn("w:eastAsia"), language.WORD[whole]
+    )
+    for paragraph in paragraphs:
+        own = language.language_of(paragraph.text, whole)
+        if own in language.CJK and own != whole:
+            for run in paragraph._p.iter(qn("w:r")):
+                lang = OxmlElement("w:lang")
+                lang.set(qn("w:eastAsia"), language.WORD[own])
+                run.get_or_add_rPr().insert_element_before(lang, *_AFTER_LANG)
 
 
 def _set_direction(paragraph: Paragraph) -> None:

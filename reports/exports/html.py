@@ -21,6 +21,7 @@ from pathlib import Path
 
 from django.template import Context, Engine
 
+from reports.exports import language
 from reports.exports.direction import first_strong
 from reports.rendering import render_markdown
 
@@ -53,9 +54,11 @@ def standalone(markdown: str) -> str:
         sources = _SOURCE_ENTRY.sub(r'<\1 id="source-\2"><a href="#source-\2"', sources)
         body = text + heading + sources
     title = _TITLE.search(body)
+    lang, body = languages(directed(body))
     context = {
         "title": unescape(_TAG.sub("", title.group(1))) if title else "Report",
-        "body": directed(body),
+        "lang": lang,
+        "body": body,
     }
     return _engine.get_template("reports/export.html").render(Context(context))
 
@@ -103,6 +106,42 @@ def directed(body: str) -> str:
                     if block[0] == tag:
                         break
     return "".join(pieces)
+
+
+def languages(body: str) -> tuple[str, str]:
+    """Return the language of rendered report HTML, and the HTML with `lang` on each block
+    whose own text (not its inner blocks') is in another language than the block holding it
+    (reports.exports.language): so each letter is drawn in its language's shapes."""
+    pieces: list[str] = []
+    # Each block: [index of its start tag in pieces, its parent's index in blocks, its text].
+    blocks: list[list] = [[-1, -1, []]]  # the page itself, whose text is all of it
+    open_blocks = [0]  # indexes in blocks, outermost first
+    open_tags = ["body"]
+    for match in _TAG_OR_TEXT.finditer(body):
+        pieces.append(match.group())
+        closing, tag = match.group(1), match.group(2)
+        if tag is None:
+            text = unescape(match.group())
+            blocks[0][2].append(text)
+            if len(open_blocks) > 1:
+                blocks[open_blocks[-1]][2].append(text)
+        elif tag in _BLOCKS and not closing:
+            blocks.append([len(pieces) - 1, open_blocks[-1], []])
+            open_blocks.append(len(blocks) - 1)
+            open_tags.append(tag)
+        elif tag in _BLOCKS and tag in open_tags[1:]:
+            while open_tags.pop() != tag:
+                open_blocks.pop()
+            open_blocks.pop()
+    # Parents come before their blocks: each block's language is known before its own.
+    langs: list[str] = []
+    for start, parent, text in blocks:
+        inherited = langs[parent] if parent >= 0 else language.DEFAULT
+        own = language.language_of("".join(text), inherited) or inherited
+        langs.append(own)
+        if start >= 0 and own != inherited:
+            pieces[start] = f'{pieces[start][:-1]} lang="{own}">'
+    return langs[0], "".join(pieces)
 
 
 def in_child(markdown: bytes) -> str:

@@ -15,6 +15,7 @@ import unicodedata
 import docx
 import pypdfium2
 import pypdfium2.raw as pdfium
+import pytest
 from docx.oxml.ns import qn
 
 from reports.exports import docx as word
@@ -59,6 +60,48 @@ FACES = {
     "DEVANAGARI": "Noto-Serif-Devanagari",
     "ARABIC": "Noto-Naskh-Arabic",
     "HEBREW": "Noto-Serif-Hebrew",
+}
+
+# Reports in Japanese and Korean: a Han-only heading, an English line, Han characters whose
+# shapes differ between the languages (直, 骨, 角), a list, code and a table.
+JAPANESE = """# 港湾調査
+
+## 概要
+
+三つの港湾の水深を調査した。直角の岸壁は骨組みが古い。
+
+Northgate and Southwick were surveyed in 2024.
+
+- 北港は深い
+- `港湾コード` は一覧にある
+
+| 港 | 水深 |
+|---|---|
+| 北港 | 12 |
+"""
+KOREAN = """# 항구 조사
+
+## 요약
+
+세 항구의 수심을 조사했다. 直角 岸壁의 骨組는 오래되었다.
+
+- 북항은 깊다
+- `항구 코드` 목록
+
+| 항구 | 수심 |
+|---|---|
+| 북항 | 12 |
+"""
+# The faces of Noto CJK each language's letters are drawn in: the body's serif, in bold in
+# the table's header, the headings' sans and the code's monospace.
+CJK_FACES = {
+    lang: {
+        f"Noto-Serif-CJK-{lang}",
+        f"Noto-Serif-CJK-{lang}-Bold",
+        f"Noto-Sans-CJK-{lang}-Bold",
+        f"Noto-Sans-Mono-CJK-{lang}",
+    }
+    for lang in ("JP", "KR")
 }
 
 WIDE = (
@@ -124,6 +167,75 @@ def test_each_script_is_drawn_in_a_face_that_has_it():
                 "page's font stack"
             )
     assert seen == set(FACES)
+
+
+def cjk_faces(textpage: pypdfium2.PdfTextPage, start: int = 0, count: int | None = None):
+    """Return the faces the Han, kana and Hangul letters from `start` on are drawn in."""
+    faces = set()
+    for index in range(start, start + (textpage.count_chars() if count is None else count)):
+        name = unicodedata.name(textpage.get_text_range(index, 1), "")
+        if name.startswith(("CJK UNIFIED", "HIRAGANA", "KATAKANA", "HANGUL")):
+            faces.add(font_of(textpage, index).split("+")[-1])  # less the subset's tag
+    return faces
+
+
+@pytest.mark.parametrize(
+    ("report", "face"),
+    [pytest.param(JAPANESE, "JP", id="japanese"), pytest.param(KOREAN, "KR", id="korean")],
+)
+def test_a_japanese_or_korean_report_is_drawn_in_its_languages_shapes_in_the_pdf(report, face):
+    document = pypdfium2.PdfDocument(pdf.render(html.standalone(report)))
+
+    # Not the Simplified Chinese face, which draws 直, 骨 and 角 as Chinese writes them.
+    assert cjk_faces(document[0].get_textpage()) == CJK_FACES[face]
+
+
+def test_each_paragraph_of_chinese_japanese_or_korean_is_drawn_in_its_languages_face():
+    textpage = scripts_pdf()
+    for line, face in (("Chinese:", "SC"), ("Japanese:", "JP"), ("Korean:", "KR")):
+        start, _count = textpage.search(line).get_next()
+        end, _count = textpage.search("\n", index=start).get_next()
+        assert cjk_faces(textpage, start, end - start) == {f"Noto-Serif-CJK-{face}"}, line
+
+
+def test_the_html_page_says_the_language_of_the_report_and_of_each_block_in_another():
+    japanese, korean, scripts = (html.standalone(r) for r in (JAPANESE, KOREAN, SCRIPTS))
+
+    assert japanese.startswith('<!DOCTYPE html>\n<html lang="ja">')
+    assert "<h2>概要</h2>" in japanese  # Han alone, in a Japanese report: Japanese
+    assert '<p lang="en">Northgate and Southwick' in japanese
+    assert korean.startswith('<!DOCTYPE html>\n<html lang="ko">')
+    assert "<p>세 항구의 수심을 조사했다. 直角" in korean
+    assert scripts.startswith('<!DOCTYPE html>\n<html lang="en">')
+    assert '<p lang="zh-Hans">Chinese: 港口调查' in scripts
+    assert '<p lang="ja">Japanese: 港湾の調査' in scripts
+    assert '<p lang="ko">Korean: 항구 조사' in scripts
+    assert '<p dir="rtl">مرحبا بالعالم' in scripts
+
+
+def test_the_word_document_says_the_east_asian_language_of_the_report_and_its_paragraphs():
+    def east_asian(report: str) -> tuple[str, dict[str, set[str]]]:
+        document = docx.Document(io.BytesIO(word.render(report)))
+        defaults = document.styles.element.find(qn("w:docDefaults"))
+        paragraphs = [
+            *document.paragraphs,
+            *(p for t in document.tables for c in t._cells for p in c.paragraphs),
+        ]
+        return defaults.find(f".//{qn('w:lang')}").get(qn("w:eastAsia")), {
+            p.text: {lang.get(qn("w:eastAsia")) for lang in p._p.iter(qn("w:lang"))}
+            for p in paragraphs
+        }
+
+    document, paragraphs = east_asian(JAPANESE)
+    assert document == "ja-JP" and not any(paragraphs.values())
+    document, paragraphs = east_asian(KOREAN)
+    assert document == "ko-KR" and not any(paragraphs.values())
+    document, paragraphs = east_asian(SCRIPTS)
+    assert document == "en-US"
+    assert paragraphs["Chinese: 港口调查显示三个港口的水深不同."] == {"zh-CN"}
+    assert paragraphs["Japanese: 港湾の調査では、ひらがなとカタカナ。"] == {"ja-JP"}
+    assert paragraphs["Korean: 항구 조사 결과 세 항구의 수심이 다릅니다."] == {"ko-KR"}
+    assert paragraphs["Three harbours were surveyed."] == set()
 
 
 def test_an_arabic_paragraph_reads_right_to_left_in_the_pdf():
