@@ -6,6 +6,8 @@ import logging
 import threading
 
 import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import storages
 
 from reports import exports
 from reports.models import Status
@@ -102,6 +104,16 @@ def test_a_second_download_is_served_from_the_kept_conversion(alice_client, task
     again = download(alice_client, task, "docx")
 
     assert again.status_code == 200 and content(again) == first
+
+
+def test_a_conversion_kept_by_earlier_converters_is_made_again(alice_client, task):
+    # Kept under the name of the converters before the version: lists nested past ten
+    # levels without their words, Japanese in Chinese shapes.
+    storages["reports"].save(f"exports/{task.result_sha256}.pdf", ContentFile(b"%PDF-old"))
+
+    again = content(download(alice_client, task, "pdf"))
+
+    assert again.startswith(b"%PDF-") and again != b"%PDF-old"
 
 
 def test_conversions_past_the_few_at_once_answer_503_with_retry_after(
