@@ -67,23 +67,20 @@ def test_parallel_creations_by_one_user_stop_at_the_user_rate(alice, settings):
     assert Document.objects.count() == 30  # a refused creation left nothing behind
 
 
-def test_parallel_creations_never_fill_the_queue_past_its_limit(alice, settings):
+@pytest.mark.parametrize(
+    ("queue_limit", "user_queue_limit", "refused"),
+    [(25, 10_000, "queue_full"), (1_000, 12, "rate_limited")],
+    ids=["the-queue", "one-users-share"],
+)
+def test_parallel_creations_never_fill_the_queue_past_its_limits(
+    alice, settings, queue_limit, user_queue_limit, refused
+):
     settings.REPORTS_USER_RATE_LIMIT = 10_000
-    settings.REPORTS_USER_QUEUE_LIMIT = 10_000
-    settings.REPORTS_QUEUE_LIMIT = 25
+    settings.REPORTS_QUEUE_LIMIT = queue_limit
+    settings.REPORTS_USER_QUEUE_LIMIT = user_queue_limit
+    admitted = min(queue_limit, user_queue_limit)
 
     answers = create_in_parallel(alice)
 
-    assert answers == {201: 25, "queue_full": CREATIONS - 25}
-    assert Task.objects.filter(status=Status.QUEUED).count() == 25
-
-
-def test_parallel_creations_by_one_user_stop_at_their_share_of_the_queue(alice, settings):
-    settings.REPORTS_USER_RATE_LIMIT = 10_000
-    settings.REPORTS_QUEUE_LIMIT = 1_000
-    settings.REPORTS_USER_QUEUE_LIMIT = 12
-
-    answers = create_in_parallel(alice)
-
-    assert answers == {201: 12, "rate_limited": CREATIONS - 12}
-    assert Task.objects.filter(status=Status.QUEUED).count() == 12
+    assert answers == {201: admitted, refused: CREATIONS - admitted}
+    assert Task.objects.filter(status=Status.QUEUED).count() == admitted
