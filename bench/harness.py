@@ -203,9 +203,12 @@ class Layout:
             "PYTHONUNBUFFERED": "1",
             # One user submits and follows every stream at once: lift the per-user creation
             # limit, their share of the queue, the cap of open streams and the budget, which
-            # would otherwise refuse all but the first few dozen.
+            # would otherwise refuse all but the first few dozen; and their share of the
+            # running slots, which never holds a user alone back, but would have each claim
+            # look through the whole queue for another user's task first.
             "REPORTS_USER_RATE_LIMIT": "100000",
             "REPORTS_USER_QUEUE_LIMIT": "100000",
+            "REPORTS_USER_MAX_RUNNING": "100000",
             "REPORTS_MAX_STREAMS_PER_USER": "100000",
             "REPORTS_DEFAULT_BUDGET_USD": "100000",
             **self.env,

@@ -437,6 +437,11 @@ REPORTS_STALL_TIMEOUT_S = env_number(
 REPORTS_TASK_DEADLINE_S = env_number("REPORTS_TASK_DEADLINE_S", 1800 if _ON_CPU else 900, minimum=1)
 REPORTS_LEASE_S = env_number("REPORTS_LEASE_S", 30, minimum=1)
 REPORTS_MAX_RUNNING = env_int("REPORTS_MAX_RUNNING", 8, minimum=1)
+# Attempts one user may have running while another user's task waits for the slot; when
+# nobody else waits, one user may have every slot (docs/architecture.md, "Decisions").
+# 1: a user with none running goes ahead of every backlog, whatever the slots of the layout
+# (the demo's 2, the embedded worker's 4, the workers' REPORTS_MAX_RUNNING).
+REPORTS_USER_MAX_RUNNING = env_int("REPORTS_USER_MAX_RUNNING", 1, minimum=1)
 # Calls the provider runs at once (0: as many as it takes, unless it says, as llama-server's
 # slots do); tasks beyond it wait in Reportline's queue (docs/providers.md, "Concurrency").
 REPORTS_PROVIDER_CONCURRENCY = env_int("REPORTS_PROVIDER_CONCURRENCY", 0, minimum=0)

@@ -6,6 +6,7 @@ processes at once; the worker calls them off its event loop.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -71,13 +72,31 @@ class Claim:
         return (self.started_at - self.created_at).total_seconds()
 
 
-def free_lanes(lanes) -> list[str]:
-    """Return the lanes, among `lanes`, with a free slot under the caps; [] when full."""
-    live = dict(Task.objects.live_leases().values_list("lane").annotate(n=Count("id")).order_by())
-    if sum(live.values()) >= settings.REPORTS_MAX_RUNNING:
-        return []
+@dataclass(frozen=True)
+class Slots:
+    """What the live leases leave free: the lanes with a slot, and the owners at their cap."""
+
+    lanes: list[str]
+    owners_at_cap: list
+
+
+def free_slots(lanes) -> Slots:
+    """Count the live leases once, by lane and owner (one grouped read of at most
+    REPORTS_MAX_RUNNING rows): the lanes, among `lanes`, with a free slot under the caps
+    ([] when full), and the owners with `REPORTS_USER_MAX_RUNNING` or more running."""
+    live = Task.objects.live_leases().values_list("lane", "owner_id").annotate(n=Count("id"))
+    by_lane, by_owner = Counter(), Counter()
+    for lane, owner, n in live.order_by():
+        by_lane[lane] += n
+        by_owner[owner] += n
+    if by_lane.total() >= settings.REPORTS_MAX_RUNNING:
+        return Slots([], [])
     limits = settings.REPORTS_LANE_LIMITS
-    return [lane for lane in lanes if live.get(lane, 0) < limits.get(lane, 0)]
+    cap = settings.REPORTS_USER_MAX_RUNNING
+    return Slots(
+        [lane for lane in lanes if by_lane[lane] < limits.get(lane, 0)],
+        [owner for owner, n in by_owner.items() if n >= cap],
+    )
 
 
 def claim_next_task(
@@ -87,9 +106,12 @@ def claim_next_task(
 
     Caps are counted from live leases inside the same transaction as the claim, and
     claims are serialised (SQLite's IMMEDIATE transactions, PostgreSQL's advisory
-    lock), so no number of concurrent claimers can exceed them. While the provider's
-    circuit is open, only the probe (one task, when it is due) and tasks past their
-    deadline are claimed (`reports.worker.breaker`); `clock` is the circuit's.
+    lock), so no number of concurrent claimers can exceed them. While another user's
+    task is eligible for the slot, the tasks of an owner with `REPORTS_USER_MAX_RUNNING`
+    running are not: the oldest of the others' is claimed; when nobody else's waits,
+    the oldest of all. While the provider's circuit is open, only the probe (one task,
+    when it is due) and tasks past their deadline are claimed (`reports.worker.breaker`);
+    `clock` is the circuit's.
 
     Most looks find nothing (an idle poll, the look after each attempt's end): those end
     after one indexed read outside any transaction, which neither takes SQLite's write
@@ -102,15 +124,15 @@ def claim_next_task(
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK])
-        open_lanes = free_lanes(lanes)
-        if not open_lanes:
+        slots = free_slots(lanes)
+        if not slots.lanes:
             return None
         figures = concurrency.read_figures()
         if not concurrency.has_free_seat(figures):  # calls at once (docs/providers.md)
             return None
         circuit = breaker.gate(clock)
-        task = (
-            circuit.filter(Task.objects.eligible().filter(lane__in=open_lanes))
+        claimable = (
+            circuit.filter(Task.objects.eligible().filter(lane__in=slots.lanes))
             .order_by(*CLAIM_ORDER)
             # With what the claim hands on that claiming does not change: no read after.
             .only(
@@ -124,8 +146,12 @@ def claim_next_task(
                 "traceparent",
                 "model",
             )
-            .first()
         )
+        task = None
+        if slots.owners_at_cap:  # the others' first; none waits: the cap holds nobody back
+            task = claimable.exclude(owner_id__in=slots.owners_at_cap).first()
+        if task is None:
+            task = claimable.first()
         if task is None:
             return None
         number, epoch = task.attempt_count + 1, task.epoch + 1
