@@ -121,6 +121,17 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+def behind_others(running: int, cap: int) -> str:
+    """Say why a queued task lets other people's reports start before it: its owner has
+    `running` reports running, at least REPORTS_USER_MAX_RUNNING (`cap`), while theirs wait."""
+    if running > cap:
+        return (
+            f"you have {running} reports running and other people's are waiting: theirs start first"
+        )
+    yours = "your running report" if running == 1 else f"one of your {running} running reports"
+    return f"waiting for {yours} to finish, as other people's reports are waiting too"
+
+
 def place_in_line(position: int) -> str:
     """Return a queued task's place in its lane's line: "next in line", "2nd in line"…"""
     return "next in line" if position == 1 else f"{ordinal(position)} in line"

@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils.crypto import get_random_string
 
 from reports.models import Document, Status, Task
+from reports.worker.leases import claim_next_task
 from tests.helpers import (
     SAMPLE,
     assert_refused,
@@ -116,6 +117,21 @@ def test_queue_positions_count_the_tasks_ahead(alice_client, bob_client):
     alice_client.post(f"/api/tasks/{first['task_id']}/cancel")
     assert detail(alice_client, third["task_id"]).json()["queue_position"] == 2
     assert detail(alice_client, first["task_id"]).json()["queue_position"] is None
+
+
+def test_a_task_whose_owner_is_at_the_cap_counts_after_other_users_tasks(
+    alice_client, bob_client, settings
+):
+    settings.REPORTS_USER_MAX_RUNNING = 1
+    submit(alice_client)
+    claim_next_task("w")  # alice has one running: her cap while anybody else waits
+    alices = [submit(alice_client).json()["task_id"] for _ in range(2)]
+    bobs = submit(bob_client).json()
+    assert bobs["queue_position"] == 1  # the next claim takes it, though it is the newest
+    assert [detail(alice_client, t).json()["queue_position"] for t in alices] == [2, 3]
+
+    bob_client.post(f"/api/tasks/{bobs['task_id']}/cancel")  # nobody else waits
+    assert [detail(alice_client, t).json()["queue_position"] for t in alices] == [1, 2]
 
 
 def test_an_upload_is_answered_from_two_reads_after_its_task_is_stored(alice_client):

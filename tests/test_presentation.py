@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from datetime import timedelta
 
 import pytest
@@ -28,6 +29,37 @@ def test_queue_position_counts_only_earlier_tasks_of_the_same_lane(alice_client)
     first = task_of(submit(alice_client))
     second = task_of(submit(alice_client))
     assert [first.queue_position(), second.queue_position()] == [1, 2]
+
+
+def test_a_task_held_by_its_owners_running_reports_says_so_and_its_true_place(
+    alice_client, bob_client, settings
+):
+    settings.REPORTS_USER_MAX_RUNNING = 1
+    task_of(submit(alice_client))
+    claim_next_task("w")
+    waiting, after = task_of(submit(alice_client)), task_of(submit(alice_client))
+    bobs = task_of(submit(bob_client))
+
+    def detail(task) -> str:
+        task = Task.objects.get(pk=task.pk)
+        return presentation.status_context(task, QUEUED)["detail"]
+
+    assert detail(waiting) == (
+        "waiting for your running report to finish, as other people's reports are "
+        "waiting too; 2nd in line"
+    )
+    assert detail(bobs) == "next in line"
+    page = html.unescape(alice_client.get(f"/tasks/{waiting.pk}/").content.decode())
+    assert "waiting for your running report to finish" in page
+
+    assert claim_next_task("w").task_id == bobs.pk
+    assert detail(waiting) == "next in line"  # nobody else waits: nothing holds it
+    assert claim_next_task("w").task_id == waiting.pk  # alice takes a second slot
+    Task.objects.filter(pk=bobs.pk).update(status=Status.SUCCEEDED, lease_expires_at=None)
+    submit(bob_client)
+    assert detail(after) == (
+        "you have 2 reports running and other people's are waiting: theirs start first; 2nd in line"
+    )
 
 
 def test_no_wait_estimate_without_history():

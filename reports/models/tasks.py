@@ -55,25 +55,39 @@ class TaskQuerySet(models.QuerySet):
         one after it…; None for a task that is not queued. One query for any number of
         tasks: the place is counted in the database (on the claim-order index), per row.
 
+        The order is the claim's as things stand: oldest first, except that the tasks of
+        an owner at `REPORTS_USER_MAX_RUNNING` come after the other owners' (`at_cap`).
+        With nobody at the cap, the count is of every queued task ahead in the lane.
+
         Not a window function: the window would have to rank every queued task before
         the caller's filter (the owner's tasks) applies, which the ORM cannot put in one
         query; the correlated count can, and reads only the tasks ahead in the lane.
         """
-        ahead = (
-            Task.objects.filter(status=Status.QUEUED, lane=OuterRef("lane"))
-            .filter(
-                Q(created_at__lt=OuterRef("created_at"))
-                | Q(created_at=OuterRef("created_at"), pk__lt=OuterRef("pk"))
-            )
-            .order_by()
-            .values("lane")
-            .annotate(n=Count("pk"))
-            .values("n")
+        in_line = Task.objects.filter(status=Status.QUEUED, lane=OuterRef("lane")).order_by()
+        older = Q(created_at__lt=OuterRef("created_at")) | Q(
+            created_at=OuterRef("created_at"), pk__lt=OuterRef("pk")
         )
+        capped = Q(owner_id__in=Task.objects.at_cap())
+        queued = Q(status=Status.QUEUED)
         return self.annotate(
             queue_place=Case(
-                When(status=Status.QUEUED, then=Coalesce(Subquery(ahead), 0) + 1), default=None
+                # Its owner is at the cap: behind every other owner's, and its own older.
+                When(queued & capped, then=_place(in_line.filter(~capped | older))),
+                When(queued, then=_place(in_line.filter(older & ~capped))),
+                default=None,
             )
+        )
+
+    def at_cap(self) -> TaskQuerySet:
+        """The owners (their ids) with `REPORTS_USER_MAX_RUNNING` or more live leases: one
+        grouped read of the live leases, which are never more than REPORTS_MAX_RUNNING."""
+        return (
+            self.live_leases()
+            .order_by()
+            .values("owner_id")
+            .annotate(n=Count("pk"))
+            .filter(n__gte=settings.REPORTS_USER_MAX_RUNNING)
+            .values("owner_id")
         )
 
     def live_leases(self) -> TaskQuerySet:
@@ -306,6 +320,12 @@ class Task(models.Model):
             .values_list("queue_place", flat=True)
             .first()
         )
+
+
+def _place(ahead: TaskQuerySet):
+    """1 + the count of `ahead`, as a subquery per row."""
+    counted = ahead.values("lane").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted), 0) + 1
 
 
 class Attempt(models.Model):
