@@ -276,9 +276,10 @@ class Incomplete:
     remedy: str = "retry"
 
 
-def incomplete_context(state: TaskState) -> Incomplete | None:
+def incomplete_context(state: TaskState, *, notes: bool = False) -> Incomplete | None:
     """Return why a task ended without a report, in plain words; None when it did not
-    (it succeeded, or has not ended)."""
+    (it succeeded, or has not ended). `notes`: what arrived is a plan's notes so far
+    (`notes_so_far`), not the report's text."""
     if not state.ended or state.status == Status.SUCCEEDED:
         return None
     message = state.message
@@ -295,7 +296,9 @@ def incomplete_context(state: TaskState) -> Incomplete | None:
         reason, message, remedy = message or reason, "", "upload"
     elif state.error_type == ErrorType.BUDGET_EXHAUSTED:
         remedy = ""
-    if not state.partial:
+    if notes:
+        partial = wording.NOTES_BELOW
+    elif not state.partial:
         partial = "No text arrived."
     elif state.error_type == ErrorType.VALIDATION_FAILED:
         partial = "The text below arrived whole; it is shown as written, without formatting."
@@ -398,24 +401,60 @@ def plan_sizes() -> dict[str, int]:
     )
 
 
-def plan_notice(task: Task) -> str:
-    """Return the notice above the report of a task read in parts; "" for one call."""
+def plan_notice(task: Task, state: TaskState) -> str:
+    """Return the notice above the report of a task read in parts, in the tense of where
+    the task stands: being read, read, or stopped part-way (how far it came); "" for one
+    call."""
     parts = (task.plan or {}).get("parts") or 0
     if not parts:
         return ""
     calls = (task.plan or {}).get("calls") or parts + 1
+    stopped = state.ended and state.status != Status.SUCCEEDED
+    are, writes = ("are", "writes") if not state.ended else ("were", "wrote")
+    if stopped:
+        writes = "was to write"
     if parts == 1:
         # The documents fit a call of notes, but not one with room to write the report.
-        return (
-            "Read in two steps: the documents and the report together were longer than one "
-            "call of the model holds, so it first wrote notes on the documents, then the "
-            f"report from the notes ({calls} calls in all). Every passage was read."
-        )
+        head = "Planned in two steps" if stopped else "Read in two steps"
+        why = f"the documents and the report together {are} longer than one call of the model"
+        why += " holds"
+        how = f"{writes} notes on the documents first, then the report from the notes"
+    else:
+        head = f"Planned in {parts} parts" if stopped else f"Read in {parts} parts"
+        why = f"the documents {are} longer than one call of the model reads"
+        how = f"{writes} notes on each part, then the report from the notes"
+    said = f"{head}: {why}, so it {how} ({calls} calls in all)."
+    if not state.ended:
+        return f"{said} Every passage is read."
+    if not stopped:
+        return f"{said} Every passage was read."
+    # How far it came: the calls done, the notes an earlier attempt wrote included. The
+    # parts come first, then the rounds that combine their notes, then the report's call.
+    done = state.progress.done if state.progress is not None and state.progress.total else 0
+    if done >= calls - 1:
+        return f"{said} Every part was read; it stopped while writing the report from the notes."
+    if done >= parts:
+        return f"{said} Every part was read; it stopped while combining the notes."
+    if parts == 1:
+        return f"{said} It stopped before the notes were written: the report was not written."
     return (
-        f"Read in {parts} parts: the documents were longer than one call of the model "
-        f"reads, so it wrote notes on each part and then the report from the notes "
-        f"({calls} calls in all). Every passage was read."
+        f"{said} It stopped with notes on {done} of the {parts} parts: the other parts were "
+        "not read and the report was not written."
     )
+
+
+def notes_so_far(task: Task, state: TaskState) -> str:
+    """Return the notes a plan of calls wrote before its task ended without the report's
+    text (the attempt's text, under wording.NOTES_SO_FAR, docs/lifecycle.md); "" for any
+    other task. They are the partial text of such a task: no `delta` carried them."""
+    if not task.plan or not state.ended or state.status == Status.SUCCEEDED or state.text:
+        return ""
+    text = (
+        Attempt.objects.filter(task_id=task.pk, number=state.attempt)
+        .values_list("text", flat=True)
+        .first()
+    )
+    return text if text and text.startswith(wording.NOTES_SO_FAR) else ""
 
 
 def page_context(task: Task) -> dict[str, Any]:
@@ -440,17 +479,19 @@ def page_context(task: Task) -> dict[str, Any]:
 
 def outcome_context(task: Task, state: TaskState) -> dict[str, Any]:
     succeeded = state.status == Status.SUCCEEDED
+    notes = notes_so_far(task, state)
     return {
         "succeeded": succeeded,
         "active": not state.ended,
-        "incomplete": incomplete_context(state),
+        "incomplete": incomplete_context(state, notes=bool(notes)),
         "partial": state.partial,
+        "notes": notes,
         "download_name": download_names.report_file_name(task),
         # Under the page's own title, which names the documents.
         "report_html": rendering.under_page_title(task.report_html) if succeeded else "",
         "late_cancel": succeeded and task.cancel_requested_at is not None,
         "cost": cost_words(task),  # settled in the same transaction as the end
-        "plan_notice": plan_notice(task),
+        "plan_notice": plan_notice(task, state),
     }
 
 

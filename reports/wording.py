@@ -140,6 +140,8 @@ def place_in_line(position: int) -> str:
 # What an attempt's text says it is when it ends before its report's call: the notes of a
 # plan of calls so far, each under what it read.
 NOTES_SO_FAR = "Notes on the parts read so far (the report itself was not written):"
+# What the task page says of such an attempt's text, where it says what became of the text.
+NOTES_BELOW = "The report itself was not written; below are the notes on the parts it read."
 
 
 # A `progress` event's label when a plan's call just ended and none is under way: the

@@ -278,12 +278,20 @@ def status_message(task_id, state: TaskState, last_seq: int, place: int | None =
     parts = [heartbeat(last_seq), status_fragment(task, state)]
     if state.ended:
         parts.append(outcome_fragments(task, state))
+    elif task.plan:
+        # A page opened before the plan was made learns of it with its first progress.
+        parts.append(plan_fragment(task, state))
     return "".join(parts)
 
 
 def status_fragment(task: Task, state: TaskState) -> str:
     status = presentation.status_context(task, state)
     return render_to_string(f"{TEMPLATE}#status", {"status": status, "oob": True})
+
+
+def plan_fragment(task: Task, state: TaskState) -> str:
+    notice = presentation.plan_notice(task, state)
+    return render_to_string(f"{TEMPLATE}#plan", {"plan_notice": notice, "oob": True})
 
 
 def heartbeat(last_seq: int) -> str:
@@ -295,5 +303,5 @@ def outcome_fragments(task: Task, state: TaskState) -> str:
     context = {"task": task, "oob": True, **presentation.outcome_context(task, state)}
     return "".join(
         render_to_string(f"{TEMPLATE}#{name}", context)
-        for name in ("actions", "incomplete", "plan", "report", "cost", "share")
+        for name in ("actions", "incomplete", "plan", "notes", "report", "cost", "share")
     )

@@ -9,6 +9,7 @@ import re
 import threading
 import time
 
+import lxml.html
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connections
@@ -240,6 +241,44 @@ async def test_a_cancel_mid_plan_keeps_the_notes_so_far(alice, alice_client, ser
     ]
     assert kept == ["part-1", "part-2"]
     assert server.client_closed.wait(5)  # the hanging call was closed
+
+
+def notice_and_notes(client, task) -> tuple[str, str]:
+    """Return the task page's plan notice and the notes it shows, as a reader reads them."""
+    page = lxml.html.fromstring(client.get(f"/tasks/{task.pk}/").content)
+    notes = page.xpath("//*[@data-plan-notes-text]")
+    notice = page.xpath("//*[@data-plan-notice]")[0].text_content()
+    return notice, notes[0].text_content() if notes else ""
+
+
+async def test_a_plan_cancelled_mid_way_shows_how_far_it_came_and_the_notes_it_wrote(
+    alice, alice_client, server, settings
+):
+    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
+    server.faults[3] = Reply(text=("- half a note",), finish_reason=None, usage=None, end="hang")
+    task = await sync_to_async(make_submission)(alice, DOCUMENT)
+    worker = Supervisor(slots=2, clock=Clock())
+    assert await worker.claim_and_start()
+    assert await asyncio.to_thread(server.hanging.wait, 10)  # parts 1 and 2 wrote notes
+    task = await Task.objects.aget(pk=task.pk)
+    parts = task.plan["parts"]
+    notice, notes = await sync_to_async(notice_and_notes)(alice_client, task)
+    # While it reads, the page says what it does, not what it did.
+    assert f"Read in {parts} parts" in notice and "Every passage is read." in notice
+    assert "was read" not in notice and notes == ""
+    await sync_to_async(alice_client.post)(f"/api/tasks/{task.pk}/cancel")
+    await worker.wait_for_attempts()
+
+    notice, notes = await sync_to_async(notice_and_notes)(alice_client, task)
+    assert "Every passage" not in notice
+    assert f"It stopped with notes on 2 of the {parts} parts" in notice
+    assert "the report was not written" in notice
+    # The notes it wrote are the text that arrived, on the page for the reader to keep.
+    attempt = await Attempt.objects.aget(task=task)
+    assert notes == attempt.text and "[S1]" in notes
+    page = (await sync_to_async(alice_client.get)(f"/tasks/{task.pk}/")).content.decode()
+    assert "below are the notes on the parts it read" in page
+    assert 'data-action="download-partial"' in page
 
 
 async def test_a_lost_worker_mid_plan_leaves_its_finished_parts_to_the_next(

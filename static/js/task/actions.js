@@ -124,8 +124,11 @@ export class Actions {
   }
 
   downloadPartial() {
+    // A plan that stopped before its report's call wrote no text: its notes are the partial.
+    const notes = this.root.querySelector("[data-plan-notes-text]");
+    const partial = this.text.data || (notes ? notes.textContent : "");
     const link = document.createElement("a");
-    link.href = URL.createObjectURL(new Blob([this.text.data], { type: "text/markdown" }));
+    link.href = URL.createObjectURL(new Blob([partial], { type: "text/markdown" }));
     link.download = this.root.dataset.reportFilename.replace(/\.md$/, "-partial.md");
     document.body.append(link);
     link.click();
