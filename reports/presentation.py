@@ -37,6 +37,7 @@ from reports.models import (
     Attempt,
     CostStatus,
     ErrorType,
+    PlanCall,
     ProviderCircuit,
     SourcePassage,
     Status,
@@ -103,12 +104,16 @@ def _ms(elapsed) -> int:
 
 
 def restarted_words(task_id, attempt: int) -> str:
-    """Say plainly that attempt `attempt` starts from nothing because the one before it was
-    cut off by a lost server or worker; "" when it was not."""
+    """Say plainly that attempt `attempt` starts again because the one before it was cut
+    off by a lost server or worker: from nothing, or from the notes a plan of calls had
+    written (they are kept); "" when it was not."""
     lost = Attempt.objects.filter(
         task_id=task_id, number=attempt - 1, error_type=ErrorType.WORKER_LOST
     ).exists()
-    return wording.restarted(embedded=settings.REPORTS_EMBEDDED_WORKER) if lost else ""
+    if not lost:
+        return ""
+    kept = PlanCall.objects.filter(task_id=task_id, status=PlanCall.CallStatus.SUCCEEDED).exists()
+    return wording.restarted(embedded=settings.REPORTS_EMBEDDED_WORKER, notes_kept=kept)
 
 
 def running_times(task_id, attempt: int) -> tuple[int, Any]:

@@ -109,10 +109,13 @@ def provider_unavailable(next_try_at: datetime | None) -> str:
     return f"The provider is unavailable; next try at {localtime(next_try_at):%H:%M:%S}"
 
 
-def restarted(*, embedded: bool) -> str:
-    """A one-call report whose server (or worker) stopped mid-way is written again from
-    nothing: the page says so, not only that it is "trying again"."""
+def restarted(*, embedded: bool, notes_kept: bool = False) -> str:
+    """A report whose server (or worker) stopped mid-way is written again from nothing:
+    the page says so, not only that it is "trying again". A plan of calls keeps the notes
+    its finished calls wrote (docs/lifecycle.md): only the rest is read again."""
     who = "the server restarted" if embedded else "the worker writing it stopped"
+    if notes_kept:
+        return f"{who}; the notes on the parts already read are kept, and the rest is read now"
     return f"{who}; the report is being written again from the start"
 
 

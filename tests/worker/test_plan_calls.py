@@ -243,6 +243,11 @@ async def test_a_cancel_mid_plan_keeps_the_notes_so_far(alice, alice_client, ser
     assert server.client_closed.wait(5)  # the hanging call was closed
 
 
+def status_detail(task_id) -> str:
+    task = Task.objects.get(pk=task_id)
+    return presentation.status_context(task, presentation.task_state(task))["detail"]
+
+
 def notice_and_notes(client, task) -> tuple[str, str]:
     """Return the task page's plan notice and the notes it shows, as a reader reads them."""
     page = lxml.html.fromstring(client.get(f"/tasks/{task.pk}/").content)
@@ -297,6 +302,10 @@ async def test_a_lost_worker_mid_plan_leaves_its_finished_parts_to_the_next(
     await Task.objects.filter(pk=task.pk).aupdate(lease_expires_at=expired)
     await sync_to_async(reap_expired_leases)()
     assert (await Task.objects.aget(pk=task.pk)).status == "queued"  # to run again
+    # The page says what a restart keeps: not "written again from the start".
+    detail = await sync_to_async(status_detail)(task.pk)
+    assert "the notes on the parts already read are kept" in detail
+    assert "from the start" not in detail
     sent = len(server.requests)
     await sync_to_async(run_all)(Supervisor(slots=2, clock=Clock()))
     task = await Task.objects.aget(pk=task.pk)
