@@ -97,11 +97,17 @@ def _biggest_change(
     header: list[str], body: list[list[str]], figures: dict[tuple[int, int], float]
 ) -> str:
     """Return the row whose figures change most, relatively, from the first numeric column
-    to the last, said as a reader would; "" when the table has fewer than two such columns."""
+    to the last of the same kind, said as a reader would; "" when the table has fewer than
+    two such columns. A column of percentages ("Change", "+4.6%") is not the same kind as
+    one of amounts: a change from 40,714 to -4.6% means nothing."""
     columns = sorted({c for _, c in figures})
     if len(columns) < 2:
         return ""
-    first, last = columns[0], columns[-1]
+    first = columns[0]
+    kind = _percent_column(body, first)
+    last = max(c for c in columns if _percent_column(body, c) == kind)
+    if last == first:
+        return ""
     changes = [
         ((figures[r, last] - figures[r, first]) / abs(figures[r, first]), r)
         for r in range(len(body))
@@ -116,6 +122,12 @@ def _biggest_change(
         f"({change:+.0%}) between {_cut(header[first], CELL_CHARS)} and "
         f"{_cut(header[last], CELL_CHARS)}"
     ).replace("%)", " %)")
+
+
+def _percent_column(body: list[list[str]], column: int) -> bool:
+    """Say whether the column's figures are percentages."""
+    cells = [row[column].strip() for row in body if figure(row[column]) is not None]
+    return bool(cells) and all(cell.endswith("%") for cell in cells)
 
 
 def _at(value: str, row: str, column: str) -> str:

@@ -68,6 +68,18 @@ def test_a_report_written_from_notes_still_says_what_the_table_holds():
     assert any(p.id in _sections(report)["Tables"] for p in passages if "412,000" in p.text)
 
 
+def test_the_biggest_change_compares_amounts_with_amounts_not_with_percentages():
+    rows = [
+        ["Region", "2025 (t)", "2026 (t)", "Change"],
+        ["North", "47,349", "44,366", "-6.3%"],
+        ["South", "40,714", "38,843", "-4.6%"],
+        ["West", "10,948", "14,694", "+34.2%"],
+    ]
+    said = describe(Table(rows, "Table 4: Throughput by region"))
+    assert "West, from 10,948 to 14,694 (+34 %) between 2025 (t) and 2026 (t)" in said
+    assert "(-100 %)" not in said and "and Change" not in said
+
+
 def test_a_document_without_tables_has_no_tables_section():
     report = write_report([SourceDocument("a.txt", "Tides turn twice a day, every day.")], "")
     assert "## Tables" not in report
