@@ -206,10 +206,14 @@ def write_report(
     notes: Sequence[str] = (),
     max_tokens: int | None = None,
     read_by_ocr: Sequence[tuple[str, Sequence[int]]] = (),
+    title: str = "",
 ) -> str:
     """Write what the call is for: a Markdown analysis shaped by the instructions (of the
     passages when given, else of the notes when given, else of the documents), or a plan's
     notes on its passages ("notes"), or earlier notes combined ("combine").
+
+    `title` (Markdown, `title_of`) heads the report when given: a plan's report from notes
+    sees neither the documents nor their passages, and is titled as a one-call report is.
 
     Notes stop before `max_tokens`, as the notes prompt asks a model to: the plan sized
     them so that the report's call can read every part's."""
@@ -241,7 +245,7 @@ def write_report(
     # Notes have no title or structure of their own: the documents' names title the report.
     titled = [_Document(name=_one_line(_clean_text(d.name))) for d in documents]
     parts = [
-        f"# {_escape(_title(titled if from_notes else parsed))}",
+        f"# {title or _escape(_title(titled if from_notes else parsed))}",
         "## Summary\n\n"
         + _summary_text(summary, parsed)
         + _cut_note(documents)

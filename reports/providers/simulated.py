@@ -85,6 +85,7 @@ class SimulatedProvider(Provider):
             notes=request.notes,
             max_tokens=request.max_output_tokens,
             read_by_ocr=request.read_by_ocr,
+            title=request.title,
         )
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[StreamItem]:

@@ -16,7 +16,7 @@ from django.db import connections
 from django.template.loader import render_to_string
 
 from reports import events, presentation
-from reports.clock import Clock
+from reports.clock import Clock, FakeClock
 from reports.models import Attempt, PlanCall, Task, TaskEvent
 from reports.parsers.planning import FINAL, PART, Plan, Step
 from reports.providers.base import Usage
@@ -25,7 +25,7 @@ from reports.worker.leases import LeaseLost, claim_next_task, reap_expired_lease
 from reports.worker.plan_store import CallEnd, save_call_end
 from reports.worker.prepared import store_made
 from reports.worker.supervisor import Supervisor
-from tests.helpers import make_submission, run_all
+from tests.helpers import make_submission, run_all, saved_report
 from tests.providers.openai_server import OpenAIServer, Reply, error, point_at
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -172,6 +172,18 @@ def test_a_part_without_notes_fails_empty_output_and_keeps_the_other_notes(
     assert len(server.requests) == 2
     text = Attempt.objects.get(task=task).text
     assert text.startswith("Notes on the parts read so far") and "[S1]" in text
+
+
+def test_a_report_read_in_parts_is_titled_as_a_report_read_whole(alice, settings):
+    # The simulated model, on a fake clock: its report from notes sees neither the
+    # documents nor their passages, only the title the plan gives it.
+    settings.REPORTS_CONTEXT_TOKENS = 4_096
+    settings.REPORTS_MAX_OUTPUT_TOKENS = 1_024
+    task = make_submission(alice, DOCUMENT)
+    run_all(Supervisor(slots=2, clock=FakeClock()))
+    task.refresh_from_db()
+    assert task.status == "succeeded" and task.plan["parts"] > 1
+    assert saved_report(task).startswith("# The manual\n")
 
 
 def test_a_document_that_fits_is_one_call_showing_passage_ids(alice, server, worker, settings):
