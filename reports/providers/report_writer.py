@@ -41,6 +41,8 @@ KEY_POINTS = 5
 TABLES_LISTED = 5
 # How a plan's notes say what a table holds, so that the report from notes lists it too.
 TABLE_NOTE = "**Table:** "
+# How they count the tables they do not list, so that the report counts every table.
+MORE_TABLES_NOTE = "**Tables not listed:** "
 NOTES_PER_PART = 8  # bullets in the notes on one part
 NOTES_COMBINED = 12  # bullets kept when notes are combined
 MIN_SENTENCE_WORDS = 4
@@ -193,6 +195,7 @@ class _Document:
     title_line: str = ""
     # What its tables hold: Table, or a note's bullet as written (from notes).
     tables: list[Table | str] = field(default_factory=list)
+    more_tables: int = 0  # tables notes counted without listing them
     # The document's paragraphs as lists of words, for the key terms' weights.
     paragraph_words: list[list[str]] = field(default_factory=list)
 
@@ -234,10 +237,11 @@ def write_report(
     _score(sentences, frequencies, focus)
     _rank_central(sentences, focus)
     tables = [table for doc in parsed for table in doc.tables]
+    unlisted = max(0, len(tables) - TABLES_LISTED) + sum(doc.more_tables for doc in parsed)
     if purpose == "notes":
-        return _notes_text(sentences, tables, NOTES_PER_PART, passages, max_tokens)
+        return _notes_text(sentences, tables, unlisted, NOTES_PER_PART, passages, max_tokens)
     if purpose == "combine":
-        return _notes_text(sentences, tables, NOTES_COMBINED, passages, max_tokens)
+        return _notes_text(sentences, tables, unlisted, NOTES_COMBINED, passages, max_tokens)
 
     summary = _pick_summary(sentences)
     points = _pick_points(sentences, summary)
@@ -251,7 +255,7 @@ def write_report(
         + _cut_note(documents)
         + _ocr_note(read_by_ocr),
         "## Key points\n\n" + _points_text(points, parsed),
-        *(["## Tables\n\n" + _tables_text(tables)] if tables else []),
+        *(["## Tables\n\n" + _tables_text(tables, unlisted)] if tables else []),
         "## Key terms\n\n" + _terms_text(parsed),
     ]
     if not from_notes:
@@ -307,6 +311,10 @@ def _parse_notes(notes: Sequence[str]) -> _Document:
             if markdown.startswith(TABLE_NOTE):
                 doc.tables.append(markdown.removeprefix(TABLE_NOTE))
                 continue
+            if markdown.startswith(MORE_TABLES_NOTE):
+                count = markdown.removeprefix(MORE_TABLES_NOTE).strip()
+                doc.more_tables += int(count) if count.isdecimal() else 0
+                continue
             plain = _MARKDOWN_ESCAPE.sub(r"\1", _CITATIONS.sub("", markdown)).strip()
             if words := _words(plain):
                 doc.words += len(words)
@@ -329,18 +337,22 @@ def _parse_notes(notes: Sequence[str]) -> _Document:
 def _notes_text(
     sentences: list[_Sentence],
     tables: list[Table | str],
+    unlisted: int,
     limit: int,
     passages: Sequence,
     max_tokens: int | None,
 ) -> str:
-    """Return what the tables hold, then the most central sentences as bullets, the most
-    central first, as many as `limit` and `max_tokens` allow (the first one always)."""
+    """Return what the tables hold (and how many more there are), then the most central
+    sentences as bullets, the most central first, as many as `limit` and `max_tokens`
+    allow (the first one always)."""
     ranked = _distinct(_ranked([s for s in sentences if not s.boilerplate]))
     chosen = [s for s in ranked if s.prose] or [s for s in ranked if _ends(s)] or ranked
     if not chosen and not tables:
         where = f" in {passages[0].id} to {passages[-1].id}" if passages else ""
         return f"- No running sentences{where}.\n"
     table_bullets = [f"- {TABLE_NOTE}{_table(t)}" for t in tables[:TABLES_LISTED]]
+    if unlisted:
+        table_bullets.append(f"- {MORE_TABLES_NOTE}{unlisted}")
     bullets: list[str] = []
     used = 0
     for bullet in [*table_bullets, *(f"- {_line_start(_sentence(s))}" for s in chosen[:limit])]:
@@ -875,10 +887,10 @@ def _table(table: Table | str) -> str:
     return f"{text} [{table.passage}]" if table.passage else text
 
 
-def _tables_text(tables: list[Table | str]) -> str:
+def _tables_text(tables: list[Table | str], unlisted: int) -> str:
     lines = [f"- {_line_start(_table(t))}" for t in tables[:TABLES_LISTED]]
-    if len(tables) > TABLES_LISTED:
-        lines.append(f"- And {_count(len(tables) - TABLES_LISTED, 'more table')}.")
+    if unlisted:
+        lines.append(f"- And {_count(unlisted, 'more table')}.")
     return "\n".join(lines)
 
 

@@ -80,6 +80,20 @@ def test_the_biggest_change_compares_amounts_with_amounts_not_with_percentages()
     assert "(-100 %)" not in said and "and Change" not in said
 
 
+def test_a_report_from_notes_counts_every_table_the_parts_held():
+    rows = "| Region | 2025 | 2026 |\n| --- | --- | --- |\n| North | 1,000 | 1,200 |\n"
+    text = "".join(f"Table {n}: Throughput {n}\n\n{rows}\n" for n in range(1, 21))
+    document = SourceDocument("annual.md", text)
+    passages = cut([document], 400)
+    parts = [passages[: len(passages) // 2], passages[len(passages) // 2 :]]
+    notes = [write_report([], "", purpose="notes", passages=part) for part in parts]
+
+    tables = _sections(write_report([document], "", notes=notes))["Tables"]
+
+    listed = tables.count("Table ")  # each listed table by its caption
+    assert tables.endswith(f"- And {20 - listed} more tables.")
+
+
 def test_a_document_without_tables_has_no_tables_section():
     report = write_report([SourceDocument("a.txt", "Tides turn twice a day, every day.")], "")
     assert "## Tables" not in report
