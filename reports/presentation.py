@@ -448,6 +448,20 @@ def plan_notice(task: Task, state: TaskState) -> str:
     )
 
 
+def citation_notice(task: Task) -> str:
+    """Say what a reader who checks a succeeded report against its passages should know:
+    that it cites none, or that citations naming no passage were taken out
+    (docs/api.md, "Settled at finalization"); "" when every citation it wrote stands."""
+    removed = (
+        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
+        .values_list("removed_citations", flat=True)
+        .first()
+    ) or 0
+    return wording.citations_settled(
+        cites=bool(rendering.linked_passages(task.report_html)), removed=removed
+    )
+
+
 def notes_so_far(task: Task, state: TaskState) -> str:
     """Return the notes a plan of calls wrote before its task ended without the report's
     text (the attempt's text, under wording.NOTES_SO_FAR, docs/lifecycle.md); "" for any
@@ -497,6 +511,7 @@ def outcome_context(task: Task, state: TaskState) -> dict[str, Any]:
         "late_cancel": succeeded and task.cancel_requested_at is not None,
         "cost": cost_words(task),  # settled in the same transaction as the end
         "plan_notice": plan_notice(task, state),
+        "citation_notice": citation_notice(task) if succeeded else "",
     }
 
 

@@ -147,6 +147,25 @@ NOTES_SO_FAR = "Notes on the parts read so far (the report itself was not writte
 NOTES_BELOW = "The report itself was not written; below are the notes on the parts it read."
 
 
+def citations_settled(*, cites: bool, removed: int) -> str:
+    """Say what became of a report's citations when they cannot all be followed: it cites
+    no passage, or the model cited `removed` ids the documents do not have, taken out
+    (reports/validation.py); "" when every citation it wrote names a passage."""
+    ids = "1 passage" if removed == 1 else f"{removed} passages"
+    if not cites:
+        said = "The report cites no passage of the documents, so its statements cannot be "
+        said += "traced to them here."
+        if removed:
+            said += f" The model cited {ids} the documents do not have; those were taken out."
+        return said
+    if removed:
+        return (
+            f"The model also cited {ids} the documents do not have; those citations were "
+            "taken out, so the statements they followed cite no passage."
+        )
+    return ""
+
+
 # A `progress` event's label when a plan's call just ended and none is under way: the
 # next one starts at once (or the attempt ends, and its status says how).
 BETWEEN_CALLS = "Starting the next call"

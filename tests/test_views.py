@@ -435,8 +435,8 @@ def test_a_task_page_runs_a_fixed_number_of_queries(
     # download's name), and the status line's own: a queued task's place, the provider's
     # circuit (docs/providers.md), the wait estimate and whether its owner's running
     # reports let other people's go first; a running task's times; a finished report's
-    # live share links.
-    with django_assert_max_num_queries({"queued": 9, "running": 6, "succeeded": 6}[kind]):
+    # live share links and the citations its finalization took out.
+    with django_assert_max_num_queries({"queued": 9, "running": 6, "succeeded": 7}[kind]):
         response = alice_client.get(f"/tasks/{task.pk}/")
 
     assert f'data-task-status="{kind}"' in response.content.decode()

@@ -80,7 +80,12 @@ def _answer(view, request, token: str, *args, **kwargs) -> HttpResponse:
 
 @shared_view
 def report(request: HttpRequest, task: Task) -> HttpResponse:
-    context = {"report_html": task.report_html, "title": rendering.report_title(task.report_html)}
+    context = {
+        "report_html": task.report_html,
+        "title": rendering.report_title(task.report_html),
+        "citation_notice": presentation.citation_notice(task),
+        "cites": bool(rendering.linked_passages(task.report_html)),
+    }
     return render(request, "shared/report.html", context)
 
 

@@ -303,5 +303,14 @@ def outcome_fragments(task: Task, state: TaskState) -> str:
     context = {"task": task, "oob": True, **presentation.outcome_context(task, state)}
     return "".join(
         render_to_string(f"{TEMPLATE}#{name}", context)
-        for name in ("actions", "incomplete", "plan", "notes", "report", "cost", "share")
+        for name in (
+            "actions",
+            "incomplete",
+            "citations",
+            "plan",
+            "notes",
+            "report",
+            "cost",
+            "share",
+        )
     )

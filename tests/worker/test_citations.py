@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
+import lxml.html
 import pytest
+from django.test import Client
 
 from reports.models import Attempt
 from reports.providers.base import Completed, TextDelta, Usage
@@ -45,3 +49,52 @@ def test_unknown_citations_are_removed_counted_and_the_report_ends_with_its_sour
     attempt = Attempt.objects.get(task=task)
     assert attempt.removed_citations == 2
     assert attempt.text == CITING  # the attempt keeps what the model wrote
+
+
+UNCITED = "# Report\n\n## Summary\n\nTides are predictable.\n\n## Findings\n\nSites vary. [S9999]\n"
+
+
+async def uncited_report(request, clock):
+    yield TextDelta(UNCITED)
+    yield Completed("stop", Usage(10, 20, None, "provider"))
+
+
+def citation_notice(client, path: str) -> str:
+    page = lxml.html.fromstring(client.get(path).content)
+    notice = page.xpath("//*[@data-citation-notice][not(@hidden)]")
+    return notice[0].text_content() if notice else ""
+
+
+def test_the_page_says_which_citations_were_taken_out(make_task, scripted_worker, alice_client):
+    task = make_task()
+    store_passages(task)
+    run_all(scripted_worker(citing_report))
+
+    said = citation_notice(alice_client, f"/tasks/{task.pk}/")
+    assert "The model also cited 2 passages the documents do not have" in said
+    assert "the statements they followed cite no passage" in said
+
+
+def test_a_report_citing_nothing_says_so_on_its_page_and_its_shared_page(
+    make_task, scripted_worker, alice_client
+):
+    task = make_task()
+    store_passages(task)
+    run_all(scripted_worker(uncited_report))
+    task.refresh_from_db()
+    assert task.status == "succeeded"
+
+    said = citation_notice(alice_client, f"/tasks/{task.pk}/")
+    assert said.startswith("The report cites no passage of the documents")
+    assert "The model cited 1 passage the documents do not have" in said
+    link = alice_client.post(f"/api/tasks/{task.pk}/share").json()["share_url"]
+    shared = urlsplit(link).path
+    assert citation_notice(Client(), shared).startswith("The report cites no passage")
+    # Nor does the shared page promise citations that open passages.
+    assert "Each citation such as S3" not in Client().get(shared).content.decode()
+
+
+def test_a_report_whose_citations_all_stand_has_no_notice(make_task, worker, alice_client):
+    task = make_task()
+    run_all(worker)
+    assert citation_notice(alice_client, f"/tasks/{task.pk}/") == ""
