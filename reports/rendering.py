@@ -85,8 +85,8 @@ def _render_image(
 
 # In a text, before escapes join it: "\\[S3\\]" is text, not a citation; nor is a link
 # the renderer refused, "[S3](…)".
-_CITATION = re.compile(r"\[(S[1-9]\d*(?:[ \t]*,[ \t]*S[1-9]\d*)*)\](?!\()")
-_PASSAGE_ID = re.compile(r"S[1-9]\d*")
+CITATION = re.compile(r"\[(S[1-9]\d*(?:[ \t]*,[ \t]*S[1-9]\d*)*)\](?!\()")
+PASSAGE_IDS = re.compile(r"S[1-9]\d*")
 # An entry of the Sources section: "S12 — file name, section".
 _SOURCE_ENTRY = re.compile(r"^(S[1-9]\d*)(?= \u2014 )")
 
@@ -119,7 +119,7 @@ def _linked(text: str, pattern: re.Pattern) -> list[Token]:
         tokens.append(_text(text[start : match.start(1)]))
         ids = match.group(1)
         at = 0
-        for found in _PASSAGE_ID.finditer(ids):
+        for found in PASSAGE_IDS.finditer(ids):
             tokens.append(_text(ids[at : found.start()]))
             tokens.extend(_citation_link(found.group()))
             at = found.end()
@@ -146,7 +146,7 @@ def _link_citations(state: StateCore) -> None:
             if in_sources and position == 0 and state.tokens[index - 1].type == "paragraph_open":
                 children.extend(_linked(token.content, _SOURCE_ENTRY))
                 continue
-            children.extend(_linked(token.content, _CITATION))
+            children.extend(_linked(token.content, CITATION))
         block.children = children
 
 

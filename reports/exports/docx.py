@@ -10,6 +10,8 @@ page's `dir` (reports.exports.direction); a table whose first cell is, is laid o
 to left (`w:bidiVisual`). python-docx has no property for either: they are set in the XML.
 A link to a web or mail address is a Word hyperlink to it, blue and underlined; any other
 link (a path on the site, which a file opened elsewhere cannot follow) is its text alone.
+Each cited id (`[S12]`) links, inside the document, to its entry of the Sources section,
+which is a bookmark (`source_S12`), as the HTML page's citations link to theirs.
 
 `in_child` runs in the sandbox's child process (reports.exports), which hands it the
 Markdown and reads back the document as base64 text.
@@ -33,7 +35,7 @@ from markdown_it.token import Token
 from reports.exports import language
 from reports.exports.direction import first_strong
 from reports.parsers import markdown_depth
-from reports.rendering import ALLOWED_SCHEMES, is_safe_link
+from reports.rendering import ALLOWED_SCHEMES, CITATION, PASSAGE_IDS, is_safe_link
 
 _md = markdown_depth.parser("commonmark", {"html": False}).enable("table")
 MONOSPACE = "Courier New"
@@ -56,10 +58,15 @@ _AFTER_BIDI_VISUAL = (
 _AFTER_LANG = ("w:eastAsianLayout", "w:specVanish", "w:oMath")  # w:lang's, in a run's
 
 
+# An entry of the Sources section, as reports.validation writes it: "S12 — file, place".
+_SOURCE_ENTRY = re.compile(r"^(S[1-9]\d*) \u2014 ")
+
+
 def render(markdown: str) -> bytes:
     """Return the .docx of a report's Markdown."""
-    writer = _Writer()
-    writer.write(_md.parse(markdown))
+    tokens = _md.parse(markdown)
+    writer = _Writer(_sources_listed(tokens))
+    writer.write(tokens)
     _set_directions(writer.document)
     _set_languages(writer.document)
     out = io.BytesIO()
@@ -107,14 +114,37 @@ def _set_direction(paragraph: Paragraph) -> None:
         pPr.insert_element_before(OxmlElement("w:bidi"), *_AFTER_BIDI)
 
 
+def _sources_listed(tokens: list[Token]) -> set[str]:
+    """Return the passage ids the Sources section lists: the citations that link to it."""
+    listed: set[str] = set()
+    in_sources = False
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open" and int(token.tag[1:]) <= 2:
+            in_sources = (
+                token.tag == "h2" and tokens[index + 1].content.strip().casefold() == "sources"
+            )
+        elif (
+            in_sources and token.type == "inline" and (entry := _SOURCE_ENTRY.match(token.content))
+        ):
+            listed.add(entry.group(1))
+    return listed
+
+
+def _anchor(passage_id: str) -> str:
+    """Return the bookmark of a passage's Sources entry (Word's names take no hyphen)."""
+    return f"source_{passage_id}"
+
+
 def in_child(markdown: bytes) -> str:
     """Return the .docx of the Markdown bytes, as base64 text (the sandbox's entry)."""
     return base64.b64encode(render(markdown.decode("utf-8"))).decode("ascii")
 
 
 class _Writer:
-    def __init__(self) -> None:
+    def __init__(self, sources: set[str]) -> None:
         self.document: WordDocument = Document()
+        self.sources = sources  # the ids the Sources section lists: citations link there
+        self.bookmarks = 0
         self.lists: list[dict] = []  # open lists, outermost first: style and numbering
         self.quoted = 0
         self.in_sources = False
@@ -175,7 +205,21 @@ class _Writer:
             if current["numbering"] is None:
                 current["numbering"] = self._new_numbering(style, current["start"])
             self._number(paragraph, current["numbering"])
+        entry = _SOURCE_ENTRY.match(inline.content) if self.in_sources and self.lists else None
+        if entry and entry.group(1) in self.sources:
+            self._bookmark(paragraph, _anchor(entry.group(1)))
         self._inline(paragraph, inline)
+
+    def _bookmark(self, paragraph: Paragraph, name: str) -> None:
+        """Mark the paragraph as the place `name` names, for links inside the document."""
+        self.bookmarks += 1
+        start = OxmlElement("w:bookmarkStart")
+        start.set(qn("w:id"), str(self.bookmarks))
+        start.set(qn("w:name"), name)
+        end = OxmlElement("w:bookmarkEnd")
+        end.set(qn("w:id"), str(self.bookmarks))
+        paragraph._p.append(start)
+        paragraph._p.append(end)
 
     def _add_paragraph(self, style: str | None) -> Paragraph:
         paragraph = self.document.add_paragraph()
@@ -233,6 +277,8 @@ class _Writer:
                 emphasis += 1
             elif kind == "em_close":
                 emphasis -= 1
+            elif kind == "text" and self.link is None and not self.in_sources:
+                self._cited(paragraph, child.content, bold=strong > 0, italic=emphasis > 0)
             elif kind == "text":
                 self._run(paragraph, child.content, bold=strong > 0, italic=emphasis > 0)
             elif kind == "code_inline":
@@ -243,6 +289,28 @@ class _Writer:
                 paragraph.add_run().add_break()
             elif kind == "image":
                 self._run(paragraph, child.content, italic=True)
+
+    def _cited(self, paragraph: Paragraph, text: str, **style) -> None:
+        """Write text whose citations' ids link to their entries of the Sources section."""
+        start = 0
+        for citation in CITATION.finditer(text):
+            for found in PASSAGE_IDS.finditer(citation.group(1)):
+                if found.group() not in self.sources:
+                    continue
+                at = citation.start(1) + found.start()
+                self._run(paragraph, text[start:at], **style)
+                self.link = self._internal_link(paragraph, _anchor(found.group()))
+                self._run(paragraph, found.group(), **style)
+                self.link = None
+                start = at + len(found.group())
+        self._run(paragraph, text[start:], **style)
+
+    def _internal_link(self, paragraph: Paragraph, anchor: str):
+        """Return a hyperlink element to the bookmark `anchor`, at the paragraph's end."""
+        hyperlink = OxmlElement("w:hyperlink")
+        hyperlink.set(qn("w:anchor"), anchor)
+        paragraph._p.append(hyperlink)
+        return hyperlink
 
     def _hyperlink(self, paragraph: Paragraph, href: str):
         """Return a hyperlink element to `href` at the paragraph's end, or None when `href` is
@@ -259,6 +327,8 @@ class _Writer:
         return hyperlink
 
     def _run(self, paragraph: Paragraph, text: str, *, bold=False, italic=False, code=False):
+        if not text:
+            return
         run = paragraph.add_run(text)
         if self.link is not None:
             self.link.append(run._r)

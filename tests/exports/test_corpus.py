@@ -118,6 +118,22 @@ def test_lists_tables_and_code_survive_in_the_word_document():
     assert table.rows[0].cells[0].paragraphs[0].runs[0].bold
 
 
+def test_a_citation_in_the_word_document_links_to_its_entry_of_the_sources():
+    report = WRITTEN.replace("surveyed [S1].", "surveyed [S1, S7]. Depths vary [S1].")
+    document = docx.Document(io.BytesIO(word.render(report)))
+    [cited] = [p for p in document.paragraphs if p.text.startswith("Three harbours")]
+
+    assert cited.text == "Three harbours were surveyed [S1, S7]. Depths vary [S1]."
+    # S7 is not in the Sources: it links nowhere, and reads as written.
+    assert [(link.text, link.fragment) for link in cited.hyperlinks] == [
+        ("S1", "source_S1"),
+        ("S1", "source_S1"),
+    ]
+    [entry] = [p for p in document.paragraphs if p.text.startswith("S1 — ")]
+    names = entry._p.xpath("./w:bookmarkStart/@w:name")
+    assert names == ["source_S1"]
+
+
 def test_lists_and_tables_survive_in_the_pdf():
     document = pypdfium2.PdfDocument(pdf.render(html.standalone(WRITTEN)))
     text = words(document[0].get_textpage().get_text_range())
