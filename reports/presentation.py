@@ -535,9 +535,20 @@ def home_rows(tasks: Iterable[Task]) -> list[dict[str, Any]]:
                 "title": task_title(task),
                 "label": LABELS.get(task.status, task.status),
                 "detail": detail,
+                "plan": plan_words(task),
             }
         )
     return rows
+
+
+def plan_words(task: Task) -> str:
+    """Say in a few words, for the list of reports, that a task is read in parts: "read in
+    12 parts", or "planned in 12 parts" once it ended without being read; "" for one call."""
+    parts = (task.plan or {}).get("parts") or 0
+    if not parts:
+        return ""
+    verb = "planned" if task.status in TERMINAL and task.status != Status.SUCCEEDED else "read"
+    return f"{verb} in two steps" if parts == 1 else f"{verb} in {parts} parts"
 
 
 def any_active(rows: Iterable[dict]) -> bool:

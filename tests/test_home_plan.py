@@ -17,6 +17,15 @@ def test_a_planned_task_is_marked_with_its_parts(alice_client, make_task):
     assert re.findall(r"<span data-plan>(.*?)</span>", page) == ["read in 12 parts"]
 
 
+def test_a_planned_task_that_ended_unread_is_marked_as_planned_not_read(alice_client, make_task):
+    task = make_task()
+    task.plan = {"parts": 12, "rounds": 1, "calls": 14}
+    task.status = "cancelled"
+    task.save(update_fields=["plan", "status"])
+    page = alice_client.get("/").content.decode()
+    assert re.findall(r"<span data-plan>(.*?)</span>", page) == ["planned in 12 parts"]
+
+
 def test_a_planned_tasks_page_says_so_above_the_report(alice_client, make_task):
     task = make_task()
     task.plan = {"parts": 12, "rounds": 1, "calls": 14}
