@@ -45,7 +45,7 @@ from reports.models import (
     TaskEvent,
 )
 from reports.parsers import planning
-from reports.providers import concurrency
+from reports.providers import concurrency, table_facts
 from reports.providers.base import CHARS_PER_TOKEN
 from reports.serving import download_names
 
@@ -380,6 +380,43 @@ def source_passage(task: Task, passage_id: str) -> SourcePassage | None:
     if match is None:
         return None
     return task.passages.filter(number=int(match[1])).first()
+
+
+@dataclass(frozen=True)
+class PassageBlock:
+    """A piece of a passage as its page shows it: text as it was read, or a table the
+    parsers wrote as a pipe table (docs/parsers.md), its header and rows."""
+
+    text: str = ""
+    header: tuple[str, ...] = ()
+    rows: tuple[tuple[str, ...], ...] = ()
+
+
+def passage_blocks(text: str) -> list[PassageBlock]:
+    """Return the passage's text in blocks: each run of lines that is a pipe table a
+    table, the rest text exactly as it was read (without the line breaks at a table's
+    edges). A reader checks a figure against columns, not against rows of pipes."""
+    blocks: list[PassageBlock] = []
+    lines = text.split("\n")
+    plain: list[str] = []
+    index = 0
+    while index < len(lines):
+        end = index
+        while end < len(lines) and lines[end].lstrip().startswith("|"):
+            end += 1
+        rows = table_facts.rows_of(lines[index:end]) if end - index >= 3 else None
+        if rows is None or not any("---" in line for line in lines[index:end]):
+            plain.append(lines[index])
+            index += 1
+            continue
+        if "\n".join(plain).strip("\n"):
+            blocks.append(PassageBlock(text="\n".join(plain).strip("\n")))
+        plain = []
+        blocks.append(PassageBlock(header=tuple(rows[0]), rows=tuple(map(tuple, rows[1:]))))
+        index = end
+    if "\n".join(plain).strip("\n") or not blocks:
+        blocks.append(PassageBlock(text="\n".join(plain).strip("\n") if blocks else text))
+    return blocks
 
 
 def passage_neighbours(task: Task, passage: SourcePassage) -> tuple[str | None, str | None]:

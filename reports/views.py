@@ -112,6 +112,7 @@ def source(request: HttpRequest, task_id: uuid.UUID, passage_id: str) -> HttpRes
         "task": found,
         "title": presentation.task_title(found),
         "passage": passage,
+        "blocks": presentation.passage_blocks(passage.text),
         "previous": previous,
         "next": following,
     }

@@ -450,6 +450,29 @@ def page_without_token(response) -> str:
     return re.sub(r"[\w-]{64}", "<token>", response.content.decode())
 
 
+TABLED = (
+    "# Throughput\n\nThe year in figures, by region.\n\nTable 1: Throughput\n\n"
+    "| Region | 2025 (t) | 2026 (t) |\n| --- | --- | --- |\n"
+    "| North | 43,994 | 48,018 |\n| West \\| coast | 10,948 | 14,694 |\n\nWest grew most.\n"
+)
+
+
+def test_a_table_in_a_passage_is_shown_as_a_table_among_its_text(alice_client, make_task):
+    task = make_task()
+    [passage] = store_passages(task, TABLED, max_chars=1500)
+    html = alice_client.get(f"/tasks/{task.pk}/sources/{passage.id}/").content.decode()
+    shown = re.search(r"<blockquote[^>]*data-source-passage[^>]*>(.*?)</blockquote>", html, re.S)
+    assert shown is not None
+    shown = shown.group(1)
+    assert shown.startswith(
+        "# Throughput\n\nThe year in figures, by region.\n\nTable 1: Throughput<table"
+    )
+    assert '<th scope="col">2026 (t)</th>' in shown
+    assert "<td>West | coast</td><td>10,948</td><td>14,694</td>" in shown
+    assert shown.endswith("</table>West grew most.")
+    assert "| --- |" not in shown
+
+
 def test_the_source_page_shows_the_passage_with_its_place_and_neighbours(alice_client, make_task):
     task = make_task()
     cut = store_passages(task)

@@ -105,6 +105,7 @@ def source(request: HttpRequest, task: Task, passage_id: str) -> HttpResponse:
     previous, following = presentation.passage_neighbours(task, passage)
     context = {
         "passage": passage,
+        "blocks": presentation.passage_blocks(passage.text),
         "previous": previous if passage.number - 1 in opened else None,
         "next": following if passage.number + 1 in opened else None,
         "title": rendering.report_title(task.report_html),

@@ -134,3 +134,30 @@ def test_on_a_phone_the_passage_opens_as_a_drawer_and_the_page_stays_put(
     expect(drawer).to_be_hidden()
     expect(citation).to_be_focused()
     assert page.evaluate("() => window.scrollY") == scrolled
+
+
+def test_a_cited_table_opens_as_a_table_a_reader_checks_by_column(open_page, fast_server, tmp_path):
+    page = open_page(fast_server)
+    path = Path(tmp_path) / "throughput.md"
+    path.write_text(
+        "# Harbour throughput\n\nThe harbours moved more cargo in 2026 than the year before.\n\n"
+        "Table 1: Throughput by region\n\n| Region | 2025 (t) | 2026 (t) |\n| --- | ---: | ---: |\n"
+        "| North | 43,994 | 48,018 |\n| West | 10,948 | 14,694 |\n\n"
+        "The western harbours grew most of all, the surveyors said after the season.\n"
+    )
+    upload(page, path)
+    expect(page.locator("[data-task-status]")).to_have_attribute(
+        "data-task-status", "succeeded", timeout=30_000
+    )
+    # The report's line on the table cites the passage the table was read from.
+    tables = page.locator("[data-report-rendered] :is(h2, h3):text-is('Tables') + ul")
+    tables.locator("a[data-citation]").first.click()
+    dialog = page.locator("[data-citation-dialog]")
+    table = dialog.locator("[data-citation-text] table")
+    expect(table).to_be_visible()
+    expect(table.locator("th")).to_have_text(["Region", "2025 (t)", "2026 (t)"])
+    expect(table.locator("tbody tr").nth(1).locator("td")).to_have_text(
+        ["West", "10,948", "14,694"]
+    )
+    expect(dialog.locator("[data-citation-text]")).not_to_contain_text("| --- |")
+    expect(dialog.locator("[data-citation-place]")).to_contain_text("throughput.md")

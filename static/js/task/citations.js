@@ -1,6 +1,6 @@
 // Citations in the rendered report (docs/pages.md): a click on a[data-citation] opens the
-// passage in a dialog over the page (a drawer at the bottom on a phone), read from
-// GET /api/tasks/<id>/sources/<passage_id>, with a link to its full source page. The page
+// passage in a dialog over the page (a drawer at the bottom on a phone), as its source page
+// (the citation's own link) shows it, tables as tables, with a link to that page. The page
 // does not move, and closing (Escape, the close button) returns focus to the citation.
 // Clicks with a modifier key follow the link as links do.
 
@@ -42,7 +42,7 @@ export class Citations {
       this.dialog.showModal();
     }
     this.dialog.querySelector("[data-action=close-citation]").focus({ preventScroll: true });
-    const passage = await this.fetchPassage(id);
+    const passage = await this.fetchPassage(citation.href);
     if (shown !== this.shown || !this.dialog.open) {
       return;
     }
@@ -50,19 +50,28 @@ export class Citations {
       this.text.textContent = "The passage could not be loaded here: open its source page.";
       return;
     }
-    const page = passage.page && `page ${passage.page}`;
-    this.place.textContent = [passage.document, passage.section, page].filter(Boolean).join(" · ");
-    this.text.textContent = passage.text;
+    this.place.textContent = passage.place;
+    this.text.replaceChildren(...passage.nodes);
   }
 
-  async fetchPassage(id) {
-    const url = `${this.root.dataset.taskUrl}/sources/${encodeURIComponent(id)}`;
+  /** Read the passage from its source page: its place in words, and its text's nodes. */
+  async fetchPassage(url) {
     try {
-      const response = await fetch(url, {
-        credentials: "same-origin",
-        headers: { Accept: "application/json" },
-      });
-      return response.ok ? await response.json() : null;
+      const response = await fetch(url, { credentials: "same-origin" });
+      if (!response.ok) {
+        return null;
+      }
+      const page = new DOMParser().parseFromString(await response.text(), "text/html");
+      const text = page.querySelector("[data-source-passage]");
+      if (!text) {
+        return null;
+      }
+      const said = (selector) => page.querySelector(selector)?.textContent.trim() || "";
+      const number = said("[data-source-page]");
+      const place = [said("[data-source-document]"), said("[data-source-section]")];
+      place.push(number && `page ${number}`);
+      const nodes = [...text.childNodes].map((node) => document.importNode(node, true));
+      return { place: place.filter(Boolean).join(" · "), nodes };
     } catch {
       return null;
     }
