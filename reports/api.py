@@ -16,7 +16,7 @@ from django.http import (
 from django.http.request import RawPostDataException
 from django.urls import reverse
 
-from reports import exports, lifecycle, presentation, storage, submissions
+from reports import exports, lifecycle, presentation, submissions
 from reports.auth import NOT_FOUND, ApiError, api_view, owned_task, raise_if_upload_stopped
 from reports.models import TERMINAL, Status, Task
 from reports.observability import tracing
@@ -110,14 +110,15 @@ def result(request: HttpRequest, user, task_id) -> HttpResponse:
         raise ApiError(
             400, "invalid_request", f"format must be one of {', '.join(exports.FORMATS)}."
         )
+    with_passages = request.GET.get("passages", "0")
+    if with_passages not in ("0", "1"):
+        raise ApiError(400, "invalid_request", "passages must be 0 or 1.")
     if task.status in TERMINAL and task.status != Status.SUCCEEDED:
         raise ApiError(404, "not_found", f"There is no report: the task ended {task.status}.")
     if task.status != Status.SUCCEEDED:
         raise ApiError(404, "not_found", f"The report is not ready yet: the task is {task.status}.")
     try:
-        report = (
-            storage.read_result(task.result_id) if name == "md" else exports.exported(task, name)
-        )
+        report = exports.exported(task, name, with_passages=with_passages == "1")
     except OSError:
         raise ApiError(
             503, "storage_unavailable", "The report store cannot be reached; try again shortly."

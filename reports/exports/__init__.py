@@ -13,6 +13,7 @@ and one user's burst of downloads leaves the other slots to others.
 from __future__ import annotations
 
 import base64
+import hashlib
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from reports import storage
-from reports.exports import cache
+from reports.exports import cache, passages
 from reports.parsers import sandbox
 from reports.parsers.base import ParseError
 
@@ -70,23 +71,45 @@ class ConversionFailed(Exception):
         self.retry_after_s = retry_after_s
 
 
-def exported(task, name: str) -> bytes:
-    """Return the task's saved report in format `name` (not "md"), converting it once.
+def exported(task, name: str, *, with_passages: bool = False) -> bytes:
+    """Return the task's saved report in format `name`, converting it once; with the
+    passages it cites quoted at its end when `with_passages` (reports.exports.passages).
 
-    The owner's conversions in this process run one at a time, and the kept conversion is
-    read again once it is their turn: a request that waited for the same one is served it.
     Raise OSError when the report store fails, ConversionFailed when the conversion does.
     """
-    data = cache.read(task.result_sha256, name)
+    if with_passages:
+        markdown = storage.read_result(task.result_id).decode("utf-8")
+        numbers = passages.cited(markdown)
+        quoted = passages.appended(markdown, task.passages.filter(number__in=numbers))
+        if name == "md":
+            return quoted.encode("utf-8")
+        # Kept by the sha256 of that Markdown (the report's and its passages' texts), as
+        # the report alone is kept by its own.
+        key = hashlib.sha256(quoted.encode("utf-8")).hexdigest()
+        return _converted(task.owner_id, key, name, lambda: quoted)
+    if name == "md":
+        return storage.read_result(task.result_id)
+    return _converted(
+        task.owner_id,
+        task.result_sha256,
+        name,
+        lambda: storage.read_result(task.result_id).decode("utf-8"),
+    )
+
+
+def _converted(owner_id, key: str, name: str, markdown_of) -> bytes:
+    """Return the conversion kept under `key`, or make and keep it. The owner's conversions
+    in this process run one at a time, and the kept conversion is read again once it is
+    their turn: a request that waited for the same one is served it."""
+    data = cache.read(key, name)
     if data is not None:
         return data
     deadline = time.monotonic() + WAIT_FOR_SLOT_S
-    with _owners_turn(task.owner_id, deadline):
-        data = cache.read(task.result_sha256, name)
+    with _owners_turn(owner_id, deadline):
+        data = cache.read(key, name)
         if data is None:
-            markdown = storage.read_result(task.result_id).decode("utf-8")
-            data = convert(markdown, name, max(0.0, deadline - time.monotonic()))
-            cache.save(task.result_sha256, name, data)
+            data = convert(markdown_of(), name, max(0.0, deadline - time.monotonic()))
+            cache.save(key, name, data)
     return data
 
 

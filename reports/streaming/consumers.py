@@ -311,6 +311,7 @@ def outcome_fragments(task: Task, state: TaskState) -> str:
             "notes",
             "report",
             "cost",
+            "passages",
             "share",
         )
     )

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import logging
+import re
 import threading
 
+import docx
+import pypdfium2
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import storages
@@ -168,3 +172,53 @@ def test_the_task_page_offers_every_format(alice_client, task):
 
     for fmt in ("md", "html", "pdf", "docx"):
         assert f'data-download data-format="{fmt}"' in page
+    for fmt in ("html", "pdf", "docx"):
+        assert f'href="/api/tasks/{task.pk}/result?format={fmt}&amp;passages=1"' in page
+
+
+def test_with_passages_each_cited_passage_is_quoted_after_the_sources(alice_client, task):
+    saved = content(download(alice_client, task, "md")).decode()
+    cited = [int(n) for n in re.findall(r"^- S(\d+) — ", saved, re.M)]
+    passages = {p.number: p for p in task.passages.filter(number__in=cited)}
+    assert cited and len(passages) == len(cited)
+
+    markdown = content(alice_client.get(f"/api/tasks/{task.pk}/result?passages=1")).decode()
+
+    # The report as saved, then each passage it cites, under its id, in passage order.
+    assert markdown.startswith(saved.rstrip() + "\n\n## Passages cited\n\n### S")
+    quoted = markdown.split("\n## Passages cited\n", 1)[1]
+    assert re.findall(r"^### S(\d+) — ", quoted, re.M) == [str(n) for n in sorted(cited)]
+    first = passages[cited[0]]
+    said = next(line for line in first.text.splitlines() if line.strip() and line[0].isalpha())
+    assert f"> {said}" in quoted
+    # Without the option, the saved Markdown byte for byte, as ever.
+    assert content(download(alice_client, task, "md")).decode() == saved
+
+
+@pytest.mark.parametrize("fmt", ["html", "pdf", "docx"])
+def test_with_passages_each_format_holds_the_passages_text(alice_client, task, fmt):
+    first = task.passages.order_by("number").filter(
+        number__in=[int(n) for n in re.findall(r'data-citation="S(\d+)"', task.report_html)]
+    )[0]
+    sentence = next(s for s in re.split(r"(?<=\.) ", first.text) if len(s) > 40 and "#" not in s)
+    response = alice_client.get(f"/api/tasks/{task.pk}/result?format={fmt}&passages=1")
+    assert response.status_code == 200
+    data = content(response)
+    if fmt == "html":
+        text = data.decode()
+    elif fmt == "pdf":
+        pdf = pypdfium2.PdfDocument(data)
+        text = " ".join(pdf[i].get_textpage().get_text_range() for i in range(len(pdf)))
+    else:
+        text = "\n".join(p.text for p in docx.Document(io.BytesIO(data)).paragraphs)
+    flat = " ".join(text.split())
+    assert "Passages cited" in flat and " ".join(sentence.split()) in flat
+    plain = content(download(alice_client, task, fmt))
+    assert b"Passages cited" not in plain  # the kept conversion of the report alone
+
+
+@pytest.mark.parametrize("value", ["yes", "2", ""])
+def test_passages_is_0_or_1(alice_client, task, value):
+    response = alice_client.get(f"/api/tasks/{task.pk}/result?format=pdf&passages={value}")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_request"
