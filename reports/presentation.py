@@ -479,6 +479,10 @@ def plan_notice(task: Task, state: TaskState) -> str:
         return f"{said} Every part was read; it stopped while combining the notes."
     if parts == 1:
         return f"{said} It stopped before the notes were written: the report was not written."
+    if not done:
+        return (
+            f"{said} It stopped before notes on any part were written: the report was not written."
+        )
     return (
         f"{said} It stopped with notes on {done} of the {parts} parts: the other parts were "
         "not read and the report was not written."

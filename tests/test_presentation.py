@@ -203,3 +203,21 @@ def test_the_status_line_of_a_resumed_page_is_the_last_status_not_a_later_progre
     assert (state.status, state.status_attempt, state.seq) == ("running", 1, 3)
     whole = presentation.task_state(task)
     assert (whole.text, whole.progress) == ("Some text", events.Progress(1, 3, "part 1"))
+
+
+@pytest.mark.parametrize(
+    ("done", "said"),
+    [
+        (0, "It stopped before notes on any part were written: the report was not written."),
+        (2, "It stopped with notes on 2 of the 3 parts: the other parts were not read"),
+        (3, "Every part was read; it stopped while writing the report from the notes."),
+    ],
+)
+def test_a_plan_that_stopped_says_how_far_it_came(make_task, done, said):
+    task = make_task()
+    task.plan = {"parts": 3, "rounds": 0, "calls": 4}
+    drafts = [events.progress(done, 4, "Reading part 3 of 3"), events.cancelled(partial=False)]
+    state = events.fold([Event("t", n, d.type, d.stamped(1)) for n, d in enumerate(drafts, 1)])
+    notice = presentation.plan_notice(task, state)
+    assert notice.startswith("Planned in 3 parts: ") and said in notice
+    assert "0 of the 3" not in notice and "Every passage" not in notice
