@@ -13,8 +13,9 @@ from django.core.files.storage import storages
 
 # Raised whenever what a conversion makes changes, so that a report converted before is
 # converted again, not served as the earlier converters made it. 2: text nested past the
-# deepest level laid out kept; Japanese and Korean drawn and marked in their language.
-VERSION = 2
+# deepest level laid out kept; Japanese and Korean drawn and marked in their language. 3:
+# a Word citation links to its entry in the Sources list.
+VERSION = 3
 
 
 def _name(sha256: str, fmt: str) -> str:
