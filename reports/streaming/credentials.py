@@ -18,6 +18,7 @@ A check that fails (the database out of reach) ends nothing: the next one decide
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import weakref
 from collections.abc import Callable, Iterable
@@ -181,7 +182,9 @@ class _Rechecks:
             self.streams.add(stream)
         loop = asyncio.get_running_loop()
         if self.ticker is None or self.ticker.done() or self.ticker.get_loop() is not loop:
-            self.ticker = loop.create_task(self._tick())
+            # Outside any request's context: the request of the stream that starts the
+            # ticker ends long before the others, and its thread goes with it.
+            self.ticker = loop.create_task(self._tick(), context=contextvars.Context())
 
     def forget(self, stream: Watched) -> None:
         self.streams.discard(stream)

@@ -20,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from reports import events, lifecycle
 from reports.models import TERMINAL, ApiToken, Status, Task, TaskEvent
 from reports.models.tasks import TaskEventQuerySet
+from reports.serving.handler import RequestThread
 from reports.streaming import broadcast, credentials, sse
 from reports.worker.leases import Claim, claim_next_task
 from tests.helpers import queries_on_shared_db, report_body, saved_report
@@ -580,6 +581,30 @@ async def test_a_stream_ends_once_its_token_is_revoked_while_one_with_another_to
     assert await kept_stream.next() == SSE(2, "delta", {"text": "Hello", "attempt": 1})
     await kept_stream.close()
     await revoked_stream.close()
+
+
+async def test_a_revoked_token_ends_its_stream_after_the_request_that_started_the_checks_ended(
+    make_task, alice, settings, monkeypatch
+):
+    """The checks go on for every open stream once the request of the stream that started
+    them has ended (the server runs each request in a thread-sensitive context of its
+    own, `reports.serving.handler`, which closes with it): a token revoked later still
+    ends what it opened."""
+    settings.REPORTS_POLL_S = 60
+    monkeypatch.setattr(credentials, "RECHECK_S", 0.05)
+    task = await db(make_task)()
+    await claim(task)
+    first, leaked = await issue(alice, "first"), await issue(alice, "leaked")
+    async with ThreadSensitiveContext(executor=RequestThread()):  # the first request
+        first_stream = await follow(AsyncClient(), task.pk, **first)
+        assert (await first_stream.next()).id == 1
+        leaked_stream = await follow(AsyncClient(), task.pk, **leaked)
+        await first_stream.close()
+    assert (await leaked_stream.next()).id == 1
+
+    await revoke("alice", "leaked")
+    assert await leaked_stream.next() is None
+    await leaked_stream.close()
 
 
 async def test_a_stream_of_a_session_ends_once_the_session_logs_out(
