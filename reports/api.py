@@ -83,6 +83,7 @@ def retry(request: HttpRequest, user, task_id) -> JsonResponse:
     raw = request.POST.get("instructions")
     # A form the upload limits stopped lost what came after the cut: maybe the instructions.
     raise_if_upload_stopped(request)
+    submission_form.refuse_text_fields_sent_as_files(request)
     instructions = None if raw is None else submission_form.read_instructions(raw)
     return _submitted(request, user, submissions.resubmission(task, key, instructions))
 

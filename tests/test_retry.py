@@ -1,6 +1,8 @@
 """Try again: a new task from an ended task's stored documents, the old task kept as it was,
 through the API (POST /api/tasks/<id>/retry) and from the task page."""
 
+import io
+
 import pytest
 
 from reports.models import Budget, Document, Task
@@ -165,4 +167,14 @@ def test_try_again_of_an_unfinished_task_says_so_on_its_page(alice_client):
     response = alice_client.post(f"/tasks/{task.pk}/retry/", {"instructions": ""})
     assert response.status_code == 409
     assert b"data-retry-error" in response.content
+    assert Task.objects.count() == 1
+
+
+def test_retry_with_instructions_sent_as_a_file_is_refused_not_run_with_the_old_ones(
+    alice_client, failed
+):
+    notes = io.BytesIO(b"Focus on risks.")
+    notes.name = "notes.txt"
+    response = alice_client.post(f"/api/tasks/{failed.pk}/retry", {"instructions": notes})
+    assert_refused(response, 400, "invalid_request", "'instructions'", "text field")
     assert Task.objects.count() == 1

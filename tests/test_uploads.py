@@ -525,3 +525,12 @@ def test_a_chunked_upload_is_named_as_the_problem(alice_client):
 def test_a_form_without_files_still_asks_for_one(alice_client):
     response = alice_client.post("/api/tasks", {"instructions": "Summarise."})
     assert_refused(response, 400, "invalid_request", "Choose at least one file")
+
+
+def test_instructions_sent_as_a_file_are_refused_by_name_not_dropped(alice_client):
+    """A client that sends the instructions as a file part (`-F instructions=@notes.txt`)
+    is told so, where the task used to be made without them."""
+    before = snapshot()
+    response = submit(alice_client, instructions=upload("notes.txt", "Focus on costs."))
+    assert_refused(response, 400, "invalid_request", "'instructions'", "text field")
+    assert snapshot() == before

@@ -42,6 +42,22 @@ def read_idempotency_key(request) -> str | None:
     return key
 
 
+# The form's text fields. Sent as a file part (`curl -F instructions=@notes.txt`), one would
+# be left out of request.POST and the task made without it: refused instead, by name.
+TEXT_FIELDS = ("instructions", "scenario", "reuse")
+
+
+def refuse_text_fields_sent_as_files(request) -> None:
+    """Raise ApiError 400 when a text field of the form came as a file part."""
+    for field in TEXT_FIELDS:
+        if field in request.FILES:
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"'{field}' was sent as a file; send it as a text field of the form.",
+            )
+
+
 def read_instructions(raw: str) -> str:
     """Return form instructions fit to store, or raise ApiError 400 when they are too long."""
     instructions = clean_text(raw).strip()
@@ -60,6 +76,7 @@ def read_submission(request, user) -> Submission:
     files = request.FILES.getlist("files")
     # The upload limits may have stopped the parse: what arrived is incomplete.
     raise_if_upload_stopped(request)
+    refuse_text_fields_sent_as_files(request)
     if not files:
         raise ApiError(400, "invalid_request", _why_no_files(request))
     if len(files) > settings.REPORTS_MAX_FILES:
