@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from project.asgi import application
 from reports import events, presentation
-from reports.models import Status, Task, TaskEvent
+from reports.models import ApiToken, Status, Task, TaskEvent
 from reports.streaming import broadcast, consumers, credentials, follower
 from reports.worker import leases
 from tests.helpers import queries_on_shared_db, submit, task_of
@@ -130,6 +130,16 @@ async def test_other_user_is_refused(alice, bob):
 async def test_anonymous_user_is_refused(alice):
     task = await queued_task(alice)
     await refused(communicator(task.pk, cookie=None))
+
+
+async def test_the_owners_api_token_does_not_open_the_page_socket(alice):
+    """docs/api.md: the socket is the page's, let in by its session alone; a script with
+    a token follows the event stream."""
+    task = await queued_task(alice)
+    token = await sync_to_async(ApiToken.objects.issue)(alice, label="script")
+    comm = communicator(task.pk, cookie=None)
+    comm.scope["headers"].append((b"authorization", f"Bearer {token}".encode()))
+    await refused(comm)
 
 
 async def test_a_session_logged_out_by_a_password_change_is_refused(alice):
