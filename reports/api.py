@@ -17,7 +17,7 @@ from django.http.request import RawPostDataException
 from django.urls import reverse
 
 from reports import exports, lifecycle, presentation, submissions
-from reports.auth import NOT_FOUND, ApiError, api_view, owned_task, raise_if_upload_stopped
+from reports.auth import ApiError, api_view, owned_task, raise_if_upload_stopped
 from reports.models import TERMINAL, Status, Task
 from reports.observability import tracing
 from reports.serving import download_names, paging
@@ -142,7 +142,9 @@ def task_age_ms(task: Task) -> float:
 def source(request: HttpRequest, user, task_id, passage_id: str) -> JsonResponse:
     passage = presentation.source_passage(owned_task(user, task_id), passage_id)
     if passage is None:
-        raise ApiError(*NOT_FOUND)
+        # The caller's own task: saying the passage is what is missing tells them nothing
+        # they do not know, where "No such task." sent them to check the task's id.
+        raise ApiError(404, "not_found", "This task has no such passage.")
     return JsonResponse(
         {
             "id": passage.passage_id,

@@ -725,14 +725,18 @@ def test_a_source_passage_answers_as_json(alice_client, make_task):
 
 
 @pytest.mark.parametrize("passage_id", ["S999", "S0", "s1", "S1a", "%E3%80%90S1", "S" + "9" * 30])
-def test_an_unknown_passage_is_404_like_a_missing_task(alice_client, make_task, passage_id):
+def test_an_unknown_passage_is_404_and_says_the_passage_is_what_is_missing(
+    alice_client, make_task, passage_id
+):
     task = make_task()
     store_passages(task)
     missing = alice_client.get(f"/api/tasks/{uuid.uuid4()}/sources/S1")
     response = alice_client.get(f"/api/tasks/{task.pk}/sources/{passage_id}")
     assert response.status_code == missing.status_code == 404
-    assert response.content == missing.content
-    assert error_of(response) == "not_found"
+    assert error_of(response) == error_of(missing) == "not_found"
+    # The owner is told which: the task is theirs, the passage is not in it.
+    assert response.json()["error"]["message"] == "This task has no such passage."
+    assert missing.json()["error"]["message"] == "No such task."
 
 
 def test_a_source_passage_is_the_owners_alone(bob_client, client, make_task):
