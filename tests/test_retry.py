@@ -125,10 +125,11 @@ def test_retry_answers_the_budget_like_create(alice_client, alice, failed):
 
 
 def test_retry_of_a_scenario_the_server_no_longer_allows_is_400(alice_client, failed, settings):
+    """The caller asked for no scenario: the answer says it is the task's, and what to do."""
     settings.REPORTS_ALLOW_SCENARIOS = False
     response = alice_client.post(f"/api/tasks/{failed.pk}/retry")
-    assert response.status_code == 400
-    assert response.json()["error"]["code"] == "invalid_request"
+    assert_refused(response, 400, "invalid_request", "scenario 'error'", "upload its documents")
+    assert Task.objects.count() == 1
 
 
 # --- the page ------------------------------------------------------------------------------

@@ -331,7 +331,15 @@ def resubmission(
     """
     if task.status not in TERMINAL:
         raise ApiError(409, "task_not_finished", f"The task has not ended yet: {task.status}.")
-    check_scenario(task.scenario)  # the server may have turned scenarios off since
+    if task.scenario != "ok" and not settings.REPORTS_ALLOW_SCENARIOS:
+        # The server turned scenarios off since: the caller asked for none, so say whose.
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"This task ran the scenario {task.scenario!r}, which this server no longer "
+            "allows; upload its documents again to make a new task.",
+        )
+    check_scenario(task.scenario)
     try:
         uploads = tuple(
             Upload(d.name, d.extension, storage.read_upload(d.storage_name))
