@@ -22,7 +22,7 @@ from reports.models import TERMINAL, Status, Task
 from reports.observability import tracing
 from reports.serving import download_names, paging
 from reports.serving.admissions import admits_tasks
-from reports.serving.task_body import task_bodies, task_body
+from reports.serving.task_body import progress_of, task_bodies, task_body
 from reports.submissions import form as submission_form
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,16 @@ def retry(request: HttpRequest, user, task_id) -> JsonResponse:
 
 @api_view({"GET"})
 def task_detail(request: HttpRequest, user, task_id) -> JsonResponse:
-    return JsonResponse(task_body(owned_task(user, task_id)))
+    task = owned_task(user, task_id)
+    include = request.GET.get("include")
+    if include not in (None, "progress"):
+        raise ApiError(400, "invalid_request", "include may only be progress.")
+    body = task_body(task)
+    if include == "progress":
+        # Asked for: a client that polls sees how far a plan, an OCR or the model's
+        # reading has come, which otherwise only the event stream says.
+        body["progress"] = progress_of(task, body["text_length"])
+    return JsonResponse(body)
 
 
 @api_view({"POST"})

@@ -18,6 +18,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils.crypto import get_random_string
 
+from reports import events
 from reports.models import Document, Status, Task
 from reports.worker.leases import claim_next_task
 from tests.helpers import (
@@ -181,6 +182,34 @@ def test_a_finished_task_body_has_its_attempts_result_timings_and_usage(alice_cl
     assert body["usage"]["usage_source"] in {"provider", "estimate", "missing"}
     for count in ("input_tokens", "output_tokens", "cached_tokens"):
         assert body["usage"][count] is None or isinstance(body["usage"][count], int)
+
+
+def test_a_polling_client_may_ask_for_the_progress_the_event_stream_carries(alice_client):
+    """`?include=progress` adds how far a plan (or an OCR, or the model's reading) has come,
+    the latest `progress` of the current attempt, until the report's text arrives; the
+    body without it is unchanged."""
+    task = task_of(submit(alice_client))
+    claim = claim_next_task("api-test-worker")
+    asked = f"/api/tasks/{task.pk}?include=progress"
+    assert alice_client.get(asked).json()["progress"] is None  # running, nothing said yet
+
+    for done, label in ((0, "Reading part 1 of 3"), (1, "Reading part 2 of 3")):
+        Task.objects.append_event(task.pk, claim.epoch, events.progress(done, 4, label))
+    body = alice_client.get(asked).json()
+    assert set(body) == TASK_KEYS | {"progress"}
+    assert body["progress"] == {
+        "done": 1,
+        "total": 4,
+        "label": "Reading part 2 of 3",
+        "reading": None,
+    }
+    assert set(detail(alice_client, task.pk).json()) == TASK_KEYS  # not asked: as before
+
+    Task.objects.append_event(task.pk, claim.epoch, events.delta("# Report"))
+    assert alice_client.get(asked).json()["progress"] is None  # the text says it now
+    assert_refused(
+        alice_client.get(f"/api/tasks/{task.pk}?include=text"), 400, "invalid_request", "progress"
+    )
 
 
 def test_a_failed_task_shows_its_error_and_its_partial_text(alice_client, worker):

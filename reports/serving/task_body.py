@@ -3,10 +3,13 @@ a webhook carries it when the task ends."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from django.db.models import Prefetch, prefetch_related_objects
 from django.db.models.functions import Length
 from django.urls import reverse
 
+from reports import events
 from reports.models import Attempt, Status, Task, TaskEvent
 
 INCOMPLETE = {Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
@@ -102,3 +105,15 @@ def _body(task: Task, attempts: list[Attempt], text_length: int) -> dict:
         "usage": usage,
         "cost_status": task.cost_status,
     }
+
+
+def progress_of(task: Task, text_length: int) -> dict | None:
+    """Return the latest `progress` of a running task's current attempt, as its event says
+    it (`GET /api/tasks/<id>?include=progress`, docs/api.md): what the task page shows
+    before the report's text arrives. None when there is none, once that text is arriving
+    (`text_length`), or when the task is not running. Read from its events but the text."""
+    if task.status != Status.RUNNING or text_length > 0:
+        return None
+    stored = TaskEvent.objects.filter(task_id=task.pk).without_text().order_by("seq")
+    progress = events.fold(stored.as_events()).progress
+    return None if progress is None else dataclasses.asdict(progress)
