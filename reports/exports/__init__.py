@@ -113,10 +113,12 @@ def _converted(owner_id, key: str, name: str, markdown_of) -> bytes:
     return data
 
 
-def _busy() -> ConversionFailed:
+def _busy(why: str) -> ConversionFailed:
+    """The 503 of a conversion that waited its WAIT_FOR_SLOT_S: `why`, and when to ask again
+    (the Retry-After's wait), the Markdown being ready meanwhile."""
     return ConversionFailed(
         503,
-        "Too many reports are being converted; try again shortly.",
+        f"{why}; try again in {RETRY_AFTER_S} s, or download the Markdown now.",
         retry_after_s=RETRY_AFTER_S,
     )
 
@@ -130,7 +132,7 @@ def _owners_turn(owner_id, deadline: float) -> Iterator[None]:
             lambda: owner_id not in _owners, timeout=max(0.0, deadline - time.monotonic())
         )
         if not free:
-            raise _busy()
+            raise _busy("Your other downloads are being converted, one at a time")
         _owners.add(owner_id)
     try:
         yield
@@ -146,7 +148,7 @@ def convert(markdown: str, name: str, wait_s: float = WAIT_FOR_SLOT_S) -> bytes:
     entry = FORMATS[name].child
     assert entry is not None, "Markdown is served as it was saved"
     if not _slots.acquire(timeout=wait_s):
-        raise _busy()
+        raise _busy("Too many reports are being converted")
     try:
         return base64.b64decode(sandbox.run(entry, markdown.encode("utf-8"), LIMITS))
     except (ParseError, sandbox.Stopped) as exc:

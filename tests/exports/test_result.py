@@ -131,6 +131,8 @@ def test_conversions_past_the_few_at_once_answer_503_with_retry_after(
 
     assert busy.status_code == 503 and busy["Retry-After"] == str(exports.RETRY_AFTER_S)
     assert busy.json()["error"]["code"] == "conversion_failed"
+    message = busy.json()["error"]["message"]
+    assert "Too many reports" in message and f"in {exports.RETRY_AFTER_S} s" in message
 
 
 def test_one_users_burst_of_conversions_leaves_the_other_slots_to_others(
@@ -163,6 +165,10 @@ def test_one_users_burst_of_conversions_leaves_the_other_slots_to_others(
 
     assert alices_second.status_code == 503 and alices_second["Retry-After"]
     assert alices_second.json()["error"]["code"] == "conversion_failed"
+    # Her own turn, not a busy server: she is told so, and when to ask again.
+    message = alices_second.json()["error"]["message"]
+    assert "Your other downloads are being converted, one at a time" in message
+    assert f"in {alices_second['Retry-After']} s" in message
     assert bobs_first.status_code == 200
     assert download(alice_client, task, "html").status_code == 200  # her turn is back
 
