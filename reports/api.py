@@ -17,7 +17,13 @@ from django.http.request import RawPostDataException
 from django.urls import reverse
 
 from reports import exports, lifecycle, presentation, submissions
-from reports.auth import ApiError, api_view, owned_task, raise_if_upload_stopped
+from reports.auth import (
+    ApiError,
+    api_view,
+    owned_task,
+    raise_if_upload_stopped,
+    storage_unavailable,
+)
 from reports.models import TERMINAL, Status, Task
 from reports.observability import tracing
 from reports.serving import download_names, paging
@@ -130,9 +136,7 @@ def result(request: HttpRequest, user, task_id) -> HttpResponse:
     try:
         report = exports.exported(task, name, with_passages=with_passages == "1")
     except OSError:
-        raise ApiError(
-            503, "storage_unavailable", "The report store cannot be reached; try again shortly."
-        ) from None
+        raise storage_unavailable("report store") from None
     except exports.ConversionFailed as exc:
         log.warning("task %s: converting its report to %s failed: %s", task.pk, name, exc.detail)
         retry = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s else None

@@ -39,6 +39,17 @@ class ApiError(Exception):
 
 
 NOT_FOUND = (404, "not_found", "No such task.")
+STORAGE_RETRY_AFTER_S = 5  # a file store out of reach: ask again as soon as for the database
+
+
+def storage_unavailable(store: str) -> ApiError:
+    """Return the 503 of a file store out of reach; `store` names it as the user knows it."""
+    return ApiError(
+        503,
+        "storage_unavailable",
+        f"The {store} cannot be reached; try again in {STORAGE_RETRY_AFTER_S} s.",
+        {"Retry-After": str(STORAGE_RETRY_AFTER_S)},
+    )
 
 
 def bearer_token(request: HttpRequest) -> str | None:

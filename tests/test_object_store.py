@@ -84,8 +84,8 @@ def test_a_download_while_the_store_is_unreachable_is_a_503_not_a_500(
     unreachable_store()
 
     reply = alice_client.get(f"/api/tasks/{task.pk}/result")
-    assert reply.status_code == 503
-    assert reply.json()["error"]["code"] == "storage_unavailable"
+    assert_refused(reply, 503, "storage_unavailable", "report store", "try again in 5 s")
+    assert reply["Retry-After"] == "5"  # when to ask again, as for the database
 
 
 def test_every_failure_of_the_store_is_an_os_error(object_store, unreachable_store):
@@ -101,8 +101,8 @@ def test_an_upload_while_the_store_is_unreachable_is_a_503_and_makes_no_task(
 ):
     unreachable_store()
     reply = submit(alice_client)
-    assert reply.status_code == 503
-    assert reply.json()["error"]["code"] == "storage_unavailable"
+    assert_refused(reply, 503, "storage_unavailable", "file store", "try again in 5 s")
+    assert reply["Retry-After"] == "5"
     assert not Task.objects.exists()
 
 
@@ -117,6 +117,7 @@ def test_a_retry_while_the_store_is_unreachable_is_a_503_and_makes_no_task(
 
     reply = alice_client.post(f"/api/tasks/{task.pk}/retry")
     assert_refused(reply, 503, "storage_unavailable", "file store")
+    assert reply["Retry-After"] == "5"
     page = alice_client.post(f"/tasks/{task.pk}/retry/")
     assert page.status_code == 503
     assert b"The file store cannot be reached" in page.content

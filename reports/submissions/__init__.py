@@ -24,7 +24,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from reports import budgets, storage, wakeups
-from reports.auth import ApiError
+from reports.auth import ApiError, storage_unavailable
 from reports.models import TERMINAL, CostStatus, Document, Lane, Status, Task
 from reports.observability import logs, task_logs, tracing
 from reports.providers import SCENARIOS
@@ -279,9 +279,7 @@ def _store_uploads(submission: Submission) -> list[str]:
         log.exception("storing an upload failed")
         with contextlib.suppress(OSError):  # what did get stored goes if the store allows
             storage.delete_uploads(names)
-        raise ApiError(
-            503, "storage_unavailable", "The file store cannot be reached; try again shortly."
-        ) from None
+        raise storage_unavailable("file store") from None
     return names
 
 
@@ -347,9 +345,7 @@ def resubmission(
         )
     except OSError:
         log.exception("reading a stored upload failed")
-        raise ApiError(
-            503, "storage_unavailable", "The file store cannot be reached; try again shortly."
-        ) from None
+        raise storage_unavailable("file store") from None
     if instructions is None:
         instructions = task.instructions
     return Submission(uploads, instructions, task.scenario, idempotency_key)
