@@ -230,13 +230,20 @@ def test_the_status_line_shows_which_part_is_being_read(alice):
     assert "Reading part 3 of 11: Chapter 4 (2 of 12 calls done)</span>" in html
 
 
-async def test_a_cancel_mid_plan_keeps_the_notes_so_far(alice, alice_client, server, settings):
+async def hanging_at_part_3(alice, server, settings) -> tuple[Task, Supervisor]:
+    """Start a plan whose third call hangs after half a note, once parts 1 and 2 wrote
+    theirs: its task and the worker running it."""
     settings.REPORTS_PLAN_PARALLEL_CALLS = 1
     server.faults[3] = Reply(text=("- half a note",), finish_reason=None, usage=None, end="hang")
     task = await sync_to_async(make_submission)(alice, DOCUMENT)
     worker = Supervisor(slots=2, clock=Clock())
     assert await worker.claim_and_start()
     assert await asyncio.to_thread(server.hanging.wait, 10)  # parts 1 and 2 wrote notes
+    return task, worker
+
+
+async def test_a_cancel_mid_plan_keeps_the_notes_so_far(alice, alice_client, server, settings):
+    task, worker = await hanging_at_part_3(alice, server, settings)
     cancel = await sync_to_async(alice_client.post)(f"/api/tasks/{task.pk}/cancel")
     assert cancel.status_code == 202
     await worker.wait_for_attempts()
@@ -271,12 +278,7 @@ def notice_and_notes(client, task) -> tuple[str, str]:
 async def test_a_plan_cancelled_mid_way_shows_how_far_it_came_and_the_notes_it_wrote(
     alice, alice_client, server, settings
 ):
-    settings.REPORTS_PLAN_PARALLEL_CALLS = 1
-    server.faults[3] = Reply(text=("- half a note",), finish_reason=None, usage=None, end="hang")
-    task = await sync_to_async(make_submission)(alice, DOCUMENT)
-    worker = Supervisor(slots=2, clock=Clock())
-    assert await worker.claim_and_start()
-    assert await asyncio.to_thread(server.hanging.wait, 10)  # parts 1 and 2 wrote notes
+    task, worker = await hanging_at_part_3(alice, server, settings)
     task = await Task.objects.aget(pk=task.pk)
     parts = task.plan["parts"]
     notice, notes = await sync_to_async(notice_and_notes)(alice_client, task)
