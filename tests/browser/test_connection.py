@@ -114,6 +114,43 @@ def test_a_cut_network_shows_reconnecting_then_live_again(
     )
 
 
+def test_a_browser_gone_offline_says_so_at_once_and_catches_up_when_back(
+    open_page, slow_server, sample_file, problems
+):
+    problems.allow("WebSocket connection to", "ERR_INTERNET_DISCONNECTED")
+    page = open_page(slow_server)
+    page.add_init_script(COUNT_SOCKETS)
+    page.clock.install()  # the page's timers run on a clock the test can move on
+    upload(page, sample_file, scenario="slow")
+    connection = page.locator("[data-connection]")
+    expect(connection).to_have_attribute("data-connection", "live")
+    page.wait_for_function(
+        "() => document.querySelector('[data-report-stream]').textContent.length > 0"
+    )
+    sockets = page.evaluate("window.__sockets")
+
+    # The phone lost its network. Its socket may stay open and silent for 25 s: the page
+    # believes the browser, within a second, rather than say "live" meanwhile.
+    page.context.set_offline(True)
+    page.clock.run_for(1000)
+    expect(connection).to_have_attribute("data-connection", "reconnecting")
+    expect(connection).to_contain_text("You are offline")
+    page.clock.run_for(120_000)  # no try is spent without a network: never `lost`
+    expect(connection).to_have_attribute("data-connection", "reconnecting")
+    assert page.evaluate("window.__sockets") == sockets
+
+    # Back: at once, not at the next scheduled try; nothing missed, nothing twice.
+    page.context.set_offline(False)
+    page.clock.run_for(1000)
+    assert page.evaluate("window.__sockets") == sockets + 1
+    expect(page.locator("[data-task-status]")).to_have_attribute(
+        "data-task-status", "succeeded", timeout=60_000
+    )
+    followed = stream_text(page)
+    page.reload()
+    assert stream_text(page) == followed
+
+
 # Short waits before the first tries, then one of minutes: once the page says `lost`, no
 # try of its own comes before the test is over, so only "Try now" can bring it back.
 QUICK_THEN_MINUTES = "window.reportlineReconnectMs = [100, 100, 100, 100, 600000];"

@@ -28,3 +28,17 @@ for (const [worker, words] of [
     assert.equal(line.tryNow.hidden, false);
   });
 }
+
+test("offline says so, once to a screen reader, and that the report goes on", () => {
+  const element = fakeLine();
+  const announcer = { textContent: "" };
+  const line = new ConnectionLine(element, announcer, { now: () => 0, worker: "embedded" });
+
+  line.show({ state: "reconnecting", phase: "offline", retryAt: null });
+
+  assert.equal(element.dataset.connection, "reconnecting");
+  assert.equal(element.hidden, false);
+  assert.match(line.text.textContent, /^You are offline\. The report goes on/);
+  assert.equal(announcer.textContent, "You are offline.");
+  assert.equal(line.tryNow.hidden, true);
+});

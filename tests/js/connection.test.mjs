@@ -15,7 +15,7 @@ import { FakeClock, FakeSocket } from "./fakes.mjs";
 const HEARTBEAT_MS = 10000;
 const CEILINGS = [500, 1000, 2000, 4000, 8000, 10000];
 
-function page({ ended = false, random = () => 1 } = {}) {
+function page({ ended = false, random = () => 1, network = { online: true } } = {}) {
   const clock = new FakeClock();
   const sockets = [];
   const states = [];
@@ -35,6 +35,7 @@ function page({ ended = false, random = () => 1 } = {}) {
       return socket;
     },
     sessionEnded: () => Promise.resolve(ended),
+    online: () => network.online,
     received: (data) => {
       received.push(data);
       seq += 1;
@@ -228,5 +229,43 @@ test("once the task ended, a close is not a lost connection", () => {
   assert.equal(state().state, "live");
   assert.ok(sockets[0].closed);
   clock.advance(3600_000);
+  assert.equal(sockets.length, 1);
+});
+
+test("offline is said within a second, nothing is tried, and back online it resumes at once", () => {
+  const network = { online: true };
+  const { clock, connection, sockets, last, state } = page({ network });
+  connection.start();
+  last().open();
+  last().message("<template data-batch data-seq=8></template>");
+  const cut = last();
+
+  network.online = false; // the socket itself stays open, silent: the browser knows better
+  clock.advance(1000);
+  assert.deepEqual(state(), { state: "reconnecting", phase: "offline", retryAt: null });
+  assert.equal(cut.closed, true);
+  clock.advance(120000); // no try is spent while there is no network, none reaches "lost"
+  assert.equal(sockets.length, 1);
+  assert.equal(state().phase, "offline");
+
+  network.online = true;
+  clock.advance(1000); // not the next scheduled try, up to 10 s away: now
+  assert.equal(sockets.length, 2);
+  assert.equal(last().url, "ws://host/ws/tasks/t/?after=8");
+  last().open();
+  assert.equal(state().state, "live");
+});
+
+test("going offline between tries cancels the scheduled one", () => {
+  const network = { online: true };
+  const { clock, connection, sockets, last, state } = page({ network });
+  connection.start();
+  last().open();
+  clock.advance(900);
+  last().drop(); // a try is scheduled, at 1,400 ms
+  network.online = false;
+  clock.advance(100); // the browser's word is read at 1,000 ms
+  assert.equal(state().phase, "offline");
+  clock.advance(60000);
   assert.equal(sockets.length, 1);
 });

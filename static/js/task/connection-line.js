@@ -5,6 +5,9 @@
 // ("embedded"), it goes on only once that server is back.
 
 const SIGNED_OUT = "You were signed out. The report goes on; log in again to follow it.";
+// The server is up, whoever writes the report: only this browser is cut off.
+const OFFLINE =
+  "You are offline. The report goes on; the page catches up as soon as the network is back.";
 
 export class ConnectionLine {
   constructor(element, announcer, { now, worker = "separate" }) {
@@ -39,6 +42,11 @@ export class ConnectionLine {
         this.set(state, waitingWords(state, retryAt - this.now(), this.worker));
       tick();
       this.countdown = setInterval(tick, 250);
+    } else if (phase === "offline") {
+      if (!wasShown) {
+        this.announcer.textContent = "You are offline.";
+      }
+      this.set(state, OFFLINE);
     } else if (phase === "silent") {
       this.set(state, "No word from the server — reconnecting…");
     } else {

@@ -1,6 +1,7 @@
 // The task's socket (docs/pages.md: data-connection): open it, resume after the last seq
 // received, replace it when it goes silent, try again after a close with growing waits,
-// and stop for good when the session ended or the task did. Nothing here touches the page:
+// and stop for good when the session ended or the task did. While the browser says it is
+// offline it tries nothing, and tries at once when it is back. Nothing here touches the page:
 // every change of state goes to `changed`, which the connection line renders.
 
 import { retryDelay } from "./backoff.js";
@@ -34,9 +35,10 @@ export function socketUrl(path, after, base) {
 /**
  * The connection's state, as [data-connection] says it: `state` is `live`, `reconnecting`,
  * `lost` or `signed-out` (null before anything was said); `phase` says why it is not live:
- * `waiting` (until `retryAt`, on the clock's time), `trying` (a socket is under way) or
- * `silent` (the socket in use carried nothing for too long); a `live` one may be `ended`
- * (the task ended: nothing more to follow).
+ * `waiting` (until `retryAt`, on the clock's time), `trying` (a socket is under way),
+ * `silent` (the socket in use carried nothing for too long) or `offline` (the browser has
+ * no network: nothing is tried until it has); a `live` one may be `ended` (the task ended:
+ * nothing more to follow).
  */
 export class Connection {
   constructor({
@@ -48,12 +50,13 @@ export class Connection {
     random = Math.random,
     openSocket, // a WebSocket for an address
     sessionEnded, // a promise: whether this page's session may no longer read the task
+    online = () => true, // whether the browser has a network (navigator.onLine)
     received, // each message's data
     changed, // each change of state: {state, phase, retryAt}
     stats,
   }) {
     Object.assign(this, { url, resumeAfter, ceilings, clock, random, openSocket });
-    Object.assign(this, { sessionEnded, received, changed, stats });
+    Object.assign(this, { sessionEnded, online, received, changed, stats });
     this.silenceMs = silenceLimitMs(heartbeatMs);
     this.state = null;
     this.failures = 0; // failed tries since the last message
@@ -64,6 +67,7 @@ export class Connection {
     this.retryTimer = null; // the next try, while one is scheduled
     this.over = false; // the task ended or the session did: no more sockets
     this.signedOutBefore = false; // a close for an ended session since the last message
+    this.offline = false; // the browser said it has no network: no socket, no try
   }
 
   start() {
@@ -225,10 +229,25 @@ export class Connection {
     );
   }
 
-  /** Replace a socket that carries nothing (a network that vanished without closing it). */
+  /** Follow the browser's network, and replace a socket that carries nothing (a network
+   * that vanished without closing it). */
   watch() {
+    if (this.over) {
+      return;
+    }
+    if (!this.online()) {
+      if (!this.offline) {
+        this.goOffline();
+      }
+      return;
+    }
+    if (this.offline) {
+      this.offline = false; // back: at once, not at the next scheduled try
+      this.connect();
+      return;
+    }
     const socket = this.socket;
-    if (this.over || !socket) {
+    if (!socket) {
       return;
     }
     const now = this.clock.now();
@@ -241,5 +260,15 @@ export class Connection {
       this.say("reconnecting", "silent");
       this.connect();
     }
+  }
+
+  // The socket of a browser without a network may stay open, silent, for as long as the
+  // silence limit; and every try would fail. Say so now, and wait for the network.
+  goOffline() {
+    this.offline = true;
+    this.clock.clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this.drop();
+    this.say("reconnecting", "offline");
   }
 }

@@ -85,6 +85,7 @@ function start(root) {
     },
     openSocket: (url) => new WebSocket(url),
     sessionEnded: () => sessionEnded(root.dataset.taskUrl),
+    online: () => navigator.onLine,
     received: receive,
     changed: (change) => line.show(change),
     stats,
