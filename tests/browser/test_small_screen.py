@@ -9,6 +9,8 @@ from collections.abc import Callable
 import pytest
 from playwright.sync_api import Page, expect
 
+from tests.browser.helpers import upload
+
 pytestmark = pytest.mark.browser
 
 PHONE = {"viewport": {"width": 375, "height": 667}, "is_mobile": True, "has_touch": True}
@@ -63,3 +65,72 @@ def test_a_new_webhook_secret_fits_a_phone(phone_page, fast_server):
     # The address field is a field a thumb can hit, as wide as the form.
     field = page.locator("input[name=url]").bounding_box()
     assert field is not None and field["height"] >= 40 and field["width"] > 300
+
+
+def wait_for_status(page: Page, value: str) -> None:
+    expect(page.locator("[data-task-status]")).to_have_attribute(
+        "data-task-status", value, timeout=60_000
+    )
+
+
+def test_a_finished_report_gets_the_whole_phone_screen(phone_page, fast_server, sample_file):
+    page = phone_page(fast_server)
+    upload(page, sample_file)
+    wait_for_status(page, "succeeded")
+    sources = page.locator("[data-report-rendered] :is(h2, h3)", has_text="Sources")
+    sources.scroll_into_view_if_needed()
+    # Reading the report, nothing covers it: the bar with the downloads stayed at the top.
+    bar = page.locator("[data-status-bar]")
+    expect(bar).not_to_be_in_viewport()
+    box = sources.bounding_box()
+    assert box is not None and box["y"] >= 0
+    assert (
+        page.evaluate("() => document.elementFromPoint(180, 80).closest('[data-status-bar]')")
+        is None
+    )
+
+
+def test_a_reader_who_followed_to_the_end_on_a_phone_gets_the_report_from_its_title(
+    phone_page, long_server, sample_file
+):
+    page = phone_page(long_server)
+    upload(page, sample_file)
+    page.wait_for_function(
+        "() => document.querySelector('[data-report-stream]').textContent.length > 12000"
+    )
+    wait_for_status(page, "succeeded")
+    expect(page.locator("[data-report-rendered] h2:first-child")).to_be_in_viewport()
+
+
+def test_while_it_runs_the_status_and_cancel_stay_in_view_on_a_phone(
+    phone_page, slow_server, sample_file
+):
+    page = phone_page(slow_server)
+    upload(page, sample_file, scenario="slow")
+    page.wait_for_function(
+        "() => document.querySelector('[data-report-stream]').textContent.length > 300"
+    )
+    page.evaluate("() => window.scrollTo(0, document.documentElement.scrollHeight)")
+    expect(page.locator("[data-action=cancel]")).to_be_in_viewport()
+    page.click("[data-action=cancel]")
+    wait_for_status(page, "cancelled")
+
+
+def test_the_finished_bar_on_a_tablet_keeps_each_label_on_one_line(
+    phone_page, fast_server, sample_file
+):
+    tablet = {"viewport": {"width": 768, "height": 1024}, "has_touch": True}
+    page = phone_page(fast_server, tablet)
+    upload(page, sample_file)
+    wait_for_status(page, "succeeded")
+    for action in (
+        "a[data-download][data-format=md]",
+        "[data-action=copy]",
+        "[data-action=copy-markdown]",
+    ):
+        button = page.locator(action)
+        # One line of label: the button is less than two lines high.
+        line = button.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)")
+        box = button.bounding_box()
+        assert box is not None and box["height"] < 2 * line, action
+    assert page.evaluate(NO_SIDEWAYS_SCROLL)

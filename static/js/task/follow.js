@@ -94,8 +94,8 @@ export class Follow {
     }
     const report = this.root.querySelector("[data-report-rendered]");
     if (place.top) {
-      // Below the sticky status bar, the report from its title.
-      const bar = this.statusBar.getBoundingClientRect().bottom;
+      // Below the sticky status bar (on a phone it no longer sticks), the report from its title.
+      const bar = Math.max(0, this.statusBar.getBoundingClientRect().bottom);
       window.scrollBy(0, report.getBoundingClientRect().top - bar - 8);
       return;
     }
