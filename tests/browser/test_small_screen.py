@@ -99,7 +99,16 @@ def test_a_reader_who_followed_to_the_end_on_a_phone_gets_the_report_from_its_ti
         "() => document.querySelector('[data-report-stream]').textContent.length > 12000"
     )
     wait_for_status(page, "succeeded")
-    expect(page.locator("[data-report-rendered] h2:first-child")).to_be_in_viewport()
+    title = page.locator("[data-report-rendered] h2:first-child")
+    expect(title).to_be_in_viewport(ratio=1)  # the whole title, not a sliver of it
+    box = title.bounding_box()
+    assert box is not None
+    # ...and nothing above it covers it.
+    hit = page.evaluate(
+        "([x, y]) => document.elementFromPoint(x, y).closest('[data-report-rendered] h2')",
+        [box["x"] + 10, box["y"] + box["height"] / 2],
+    )
+    assert hit is not None
 
 
 def test_while_it_runs_the_status_and_cancel_stay_in_view_on_a_phone(

@@ -119,10 +119,10 @@ function start(root) {
   function sync(place) {
     const value = status.status;
     root.dataset.state = value;
-    if (value === "succeeded" && !streamElement.hidden) {
+    const replaced = value === "succeeded" && !streamElement.hidden;
+    if (replaced) {
       coalescer.flush();
       streamElement.hidden = true;
-      follow.keep(place);
     }
     if (INCOMPLETE.includes(value)) {
       coalescer.flush();
@@ -141,6 +141,11 @@ function start(root) {
     }
     status.sync();
     announcer.follow();
+    if (replaced) {
+      // Last: whatever above the report changed size (the status line's clocks and
+      // buttons going) has changed, so the reader's place is measured where it ends up.
+      follow.keep(place);
+    }
   }
 
   announcer.follow(); // the state the reader arrives on: said by the page itself
