@@ -125,6 +125,14 @@ def test_while_it_runs_the_status_and_cancel_stay_in_view_on_a_phone(
     wait_for_status(page, "cancelled")
 
 
+# How many lines an element's label is set on.
+LABEL_LINES = """(e) => {
+    const range = document.createRange();
+    range.selectNodeContents(e);
+    return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+}"""
+
+
 def test_the_finished_bar_on_a_tablet_keeps_each_label_on_one_line(
     phone_page, fast_server, sample_file
 ):
@@ -137,9 +145,67 @@ def test_the_finished_bar_on_a_tablet_keeps_each_label_on_one_line(
         "[data-action=copy]",
         "[data-action=copy-markdown]",
     ):
-        button = page.locator(action)
-        # One line of label: the button is less than two lines high.
-        line = button.evaluate("e => parseFloat(getComputedStyle(e).lineHeight)")
-        box = button.bounding_box()
-        assert box is not None and box["height"] < 2 * line, action
+        assert page.locator(action).evaluate(LABEL_LINES) == 1, action
     assert page.evaluate(NO_SIDEWAYS_SCROLL)
+
+
+# Every control on the page smaller than a fingertip (about 44 px) either way. Links inside
+# the report's running text are text (their citations are tapped below); the skip link is
+# off-screen until a keyboard reaches it.
+TOO_SMALL = """() => [...document.querySelectorAll(
+        "a[href], button, input:not([type=hidden]), select, textarea, summary")]
+    .filter((e) => !e.closest(".report, .skip-link, dialog:not([open])"))
+    .map((e) => [e, e.getBoundingClientRect()])
+    .filter(([e, r]) => r.width && r.height && (r.width < 43.5 || r.height < 43.5))
+    .map(([e, r]) => `${e.tagName} "${e.textContent.trim().slice(0, 30)}" `
+                     + `${Math.round(r.width)}x${Math.round(r.height)}`)"""
+
+
+def test_every_control_is_big_enough_to_tap(phone_page, fast_server, sample_file, problems):
+    problems.allow("404 (Not Found)")  # the 404 page, asked for
+    add_webhook(fast_server, "https://hooks.example.com/in")
+    page = phone_page(fast_server)
+    page.goto("/settings/webhooks/")
+    assert page.evaluate(TOO_SMALL) == [], "webhooks"
+    # New secret and Remove side by side: far enough apart for a thumb.
+    hook = page.locator("[data-webhook]").first
+    new = hook.get_by_role("button", name="New secret").bounding_box()
+    remove = hook.get_by_role("button", name="Remove").bounding_box()
+    assert new is not None and remove is not None
+    assert remove["x"] - (new["x"] + new["width"]) >= 16 or remove["y"] >= new["y"] + 44
+
+    upload(page, sample_file, scenario="error")
+    wait_for_status(page, "failed")
+    assert page.evaluate(TOO_SMALL) == [], "failed task"
+
+    upload(page, sample_file)
+    wait_for_status(page, "succeeded")
+    page.locator("[data-share] summary").click()
+    page.locator("[data-action=share]").click()
+    expect(page.locator("[data-share-url]")).to_be_visible()
+    assert page.evaluate(TOO_SMALL) == [], "finished task, shared"
+
+    # A citation answers a tap anywhere on the height of its line, not only on its letters.
+    citation = page.locator("[data-report-rendered] p a[data-citation]").first
+    citation.scroll_into_view_if_needed()
+    box = citation.bounding_box()
+    assert box is not None
+    for dy in (-14, 14):
+        hit = page.evaluate(
+            "([x, y]) => document.elementFromPoint(x, y).closest('a[data-citation]')"
+            " === document.querySelector('[data-report-rendered] p a[data-citation]')",
+            [box["x"] + box["width"] / 2, box["y"] + box["height"] / 2 + dy],
+        )
+        assert hit, dy
+
+    citation.click()
+    source = page.locator("a[data-citation-page]")
+    expect(source).to_be_visible()
+    source.click()
+    expect(page.locator("[data-source-passage]")).to_be_visible()
+    assert page.evaluate(TOO_SMALL) == [], "source page"
+
+    page.goto("/")
+    assert page.evaluate(TOO_SMALL) == [], "home page with its list"
+    page.goto("/no-such-page/")
+    assert page.evaluate(TOO_SMALL) == [], "404 page"
