@@ -17,15 +17,26 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def sandboxes_of(pid: int) -> list[int]:
-    """Return the parse children of process `pid`, from /proc."""
+    """Return the parse children of process `pid`, from /proc: a thread or child that ended
+    while it was read is not one of them."""
     children = []
     for thread in Path(f"/proc/{pid}/task").iterdir():
-        children += [int(child) for child in (thread / "children").read_text().split()]
-    return [
-        child
-        for child in children
-        if b"reports.parsers.sandbox" in Path(f"/proc/{child}/cmdline").read_bytes()
-    ]
+        children += [int(child) for child in _read(thread / "children").split()]
+    return [child for child in children if b"reports.parsers.sandbox" in _read_bytes(child)]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:  # the thread ended
+        return ""
+
+
+def _read_bytes(child: int) -> bytes:
+    try:
+        return Path(f"/proc/{child}/cmdline").read_bytes()
+    except FileNotFoundError:  # the child ended (the worker starts short-lived ones too)
+        return b""
 
 
 def slow_page_task(owner) -> Task:
