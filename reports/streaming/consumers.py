@@ -278,8 +278,9 @@ def status_message(task_id, state: TaskState, last_seq: int, place: int | None =
     parts = [heartbeat(last_seq), status_fragment(task, state)]
     if state.ended:
         parts.append(outcome_fragments(task, state))
-    elif task.plan:
-        # A page opened before the plan was made learns of it with its first progress.
+    elif (task.plan or {}).get("parts"):
+        # A page opened before the plan was made learns of it with its first progress (a
+        # plan of one call has no notice: nothing to render).
         parts.append(plan_fragment(task, state))
     return "".join(parts)
 
