@@ -13,15 +13,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import math
 from dataclasses import dataclass
-from datetime import timedelta
 from functools import cached_property
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Sum
-from django.utils import timezone
 
 from reports import budgets, storage, wakeups
 from reports.auth import ApiError, storage_unavailable
@@ -29,7 +25,7 @@ from reports.models import TERMINAL, CostStatus, Document, Lane, Status, Task
 from reports.observability import logs, task_logs, tracing
 from reports.providers import SCENARIOS
 from reports.providers.prompts import PROMPT_VERSION
-from reports.upload_limits import MB
+from reports.submissions import limits
 
 # Any fixed number, other than the worker's claim lock: every creation takes this one.
 ADMISSION_LOCK = 7_240_502
@@ -91,16 +87,13 @@ def submit(user, submission: Submission) -> tuple[Task, bool]:
         return existing, True
     # Refuse a flood before its files touch the disk; the check that holds is the one
     # repeated under the admission lock, in the transaction that inserts the task.
-    limit_rate(user)
-    limit_upload_bytes(user, submission)
-    _admit(user)
+    size = sum(len(u.data) for u in submission.uploads)
+    limits.check(user, size)
     names = _store_uploads(submission)
     try:
         with transaction.atomic():
             _lock_admission()
-            limit_rate(user)
-            limit_upload_bytes(user, submission)
-            _admit(user)
+            limits.check(user, size)
             task = _create(user, submission, names)
             # Idle supervisors hear of the task once it is committed: in other
             # processes through the database, in this one directly.
@@ -168,7 +161,7 @@ def _replay(user, submission: Submission) -> Task | None:
 
 def _lock_admission() -> None:
     """Serialise task creation until the caller's transaction ends, so that the counts of
-    `limit_rate` and `_admit` and the insert they allow are one step: no number of
+    `limits.check` and the insert they allow are one step: no number of
     parallel requests can run past either limit.
 
     PostgreSQL: one advisory transaction lock for every creation (the queue limit is
@@ -178,95 +171,6 @@ def _lock_admission() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [ADMISSION_LOCK])
-
-
-def _admit(user) -> None:
-    """Refuse a task past the user's own share of the queue, then past the queue's limit."""
-    _limit_waiting(user)
-    queued = Task.objects.filter(status=Status.QUEUED).count()
-    if queued >= settings.REPORTS_QUEUE_LIMIT:
-        logs.log_event(log, "task.refused", logging.WARNING, error_type="queue_full", queued=queued)
-        wait = retry_after_s(queued)
-        raise ApiError(
-            429,
-            "queue_full",
-            f"Too many reports are waiting; try again in {wait} s.",
-            {"Retry-After": str(wait)},
-        )
-
-
-def _limit_waiting(user) -> None:
-    """Refuse a user's task while REPORTS_USER_QUEUE_LIMIT of theirs wait to start: the
-    queue is everyone's, and one user's backlog must not fill it (queue_full for all)."""
-    limit = settings.REPORTS_USER_QUEUE_LIMIT
-    waiting = Task.objects.filter(owner=user, status=Status.QUEUED).count()
-    if waiting < limit:
-        return
-    logs.log_event(log, "task.refused", logging.WARNING, error_type="rate_limited", waiting=waiting)
-    # Reckoned as for a full queue: a wait for one of theirs to start.
-    slots = max(1, settings.REPORTS_MAX_RUNNING)
-    wait = max(5, min(300, 10 * (waiting - limit + 1) // slots))
-    raise ApiError(
-        429,
-        "rate_limited",
-        f"You have {waiting} reports waiting to start, the most one person may have; "
-        f"try again in {wait} s, once one has started.",
-        {"Retry-After": str(wait)},
-    )
-
-
-def limit_rate(user) -> None:
-    """Refuse a user's task over REPORTS_USER_RATE_LIMIT in the sliding window."""
-    window = timedelta(seconds=settings.REPORTS_USER_RATE_WINDOW_S)
-    now = timezone.now()
-    recent = Task.objects.filter(owner=user, created_at__gt=now - window).order_by("-created_at")
-    limit = settings.REPORTS_USER_RATE_LIMIT
-    # The oldest of the last `limit` tasks, which leaves the window first: one row read
-    # (under the admission lock), whatever the limit a user is given.
-    edge = list(recent.values_list("created_at", flat=True)[limit - 1 : limit])
-    if not edge:
-        return
-    wait = math.ceil((edge[0] + window - now).total_seconds())
-    raise ApiError(
-        429,
-        "rate_limited",
-        f"You have created {limit} reports in the last "
-        f"{settings.REPORTS_USER_RATE_WINDOW_S} s; try again in {max(1, wait)} s.",
-        {"Retry-After": str(max(1, wait))},
-    )
-
-
-UPLOAD_WINDOW = timedelta(days=1)
-
-
-def limit_upload_bytes(user, submission: Submission) -> None:
-    """Refuse a user's task whose documents would take their uploads of the last 24 hours
-    past REPORTS_USER_UPLOAD_MB_PER_DAY: every upload is kept, and one user at the rate
-    limit would otherwise add some 45 GB an hour to the file store."""
-    limit = settings.REPORTS_USER_UPLOAD_MB_PER_DAY * MB
-    size = sum(len(u.data) for u in submission.uploads)
-    since = timezone.now() - UPLOAD_WINDOW
-    recent = Task.objects.filter(owner=user, created_at__gt=since)
-    uploaded = recent.aggregate(total=Sum("input_bytes"))["total"] or 0
-    if uploaded + size <= limit:
-        return
-    oldest = recent.order_by("created_at").values_list("created_at", flat=True).first()
-    wait = max(1, math.ceil((oldest - since).total_seconds())) if oldest else 1
-    raise ApiError(
-        429,
-        "rate_limited",
-        f"You have uploaded {uploaded / MB:,.0f} MB in the last 24 hours, and these files "
-        f"would take you past the {settings.REPORTS_USER_UPLOAD_MB_PER_DAY:,g} MB a day "
-        f"allows; try again in {wait} s.",
-        {"Retry-After": str(wait)},
-    )
-
-
-def retry_after_s(queued: int) -> int:
-    """Return a wait long enough for the queue to drain below its limit, roughly."""
-    slots = max(1, settings.REPORTS_MAX_RUNNING)
-    excess = queued - settings.REPORTS_QUEUE_LIMIT + 1
-    return max(5, min(300, 10 * excess // slots))
 
 
 def _store_uploads(submission: Submission) -> list[str]:

@@ -14,7 +14,7 @@ from reports import submissions
 from reports.auth import MB, ApiError, raise_if_upload_stopped
 from reports.parsers import SUPPORTED_EXTENSIONS, parser_for
 from reports.parsers.base import InvalidContent, UnsupportedContent
-from reports.submissions import Submission, Upload
+from reports.submissions import Submission, Upload, limits
 
 IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 # Control characters other than tab and newline; PostgreSQL refuses NUL in text outright.
@@ -89,9 +89,9 @@ def read_submission(request, user) -> Submission:
     # docs/api.md: reuse is opt-in; without it a new task is always created.
     reuse = request.POST.get("reuse", "").strip().lower() in {"1", "true", "on", "yes"}
     if not reuse and (key is None or not submissions.key_used(user, key)):
-        # A new task is asked for: a user past the rate limit is refused before the files
-        # cost any checking (submit checks again, under the admission lock).
-        submissions.limit_rate(user)
+        # A new task is asked for: a user past a limit is refused before the files cost
+        # any checking (submit checks again, under the admission lock).
+        limits.check(user, sum(f.size for f in files))
     uploads = tuple(_checked_upload(f) for f in files)
     total = sum(len(u.data) for u in uploads)
     if total > settings.REPORTS_MAX_REQUEST_MB * MB:
