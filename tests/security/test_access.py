@@ -190,6 +190,11 @@ def test_task_creation_over_the_per_user_rate_is_429_with_retry_after(
     assert snapshot() == before
     # Another user has a limit of their own.
     assert submit(bob_client, upload("d.md")).status_code == 201
+    # Once the window has passed over them, the earlier tasks no longer count.
+    Task.objects.filter(owner__username="alice").update(
+        created_at=timezone.now() - timedelta(seconds=601)
+    )
+    assert submit(alice_client, upload("c.md")).status_code == 201
 
 
 def test_one_user_cannot_fill_the_queue_everyone_shares(alice_client, bob_client, settings):
