@@ -14,8 +14,9 @@ from django.core.files.storage import storages
 # Raised whenever what a conversion makes changes, so that a report converted before is
 # converted again, not served as the earlier converters made it. 2: text nested past the
 # deepest level laid out kept; Japanese and Korean drawn and marked in their language. 3:
-# a Word citation links to its entry in the Sources list.
-VERSION = 3
+# a Word citation links to its entry in the Sources list. 4: Traditional Chinese drawn and
+# marked as such.
+VERSION = 4
 
 
 def _name(sha256: str, fmt: str) -> str:

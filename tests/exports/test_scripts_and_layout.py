@@ -25,6 +25,8 @@ SCRIPTS = """# Harbour survey
 
 Chinese: 港口调查显示三个港口的水深不同.
 
+Traditional: 港口調查顯示三個港口的水深不同.
+
 Japanese: 港湾の調査では、ひらがなとカタカナ。
 
 Korean: 항구 조사 결과 세 항구의 수심이 다릅니다.
@@ -62,8 +64,9 @@ FACES = {
     "HEBREW": "Noto-Serif-Hebrew",
 }
 
-# Reports in Japanese and Korean: a Han-only heading, an English line, Han characters whose
-# shapes differ between the languages (直, 骨, 角), a list, code and a table.
+# Reports in Japanese, Korean and Traditional Chinese: a Han-only heading, an English line,
+# Han characters whose shapes differ between the languages (直, 骨, 角), a list, code and a
+# table.
 JAPANESE = """# 港湾調査
 
 ## 概要
@@ -92,6 +95,19 @@ KOREAN = """# 항구 조사
 |---|---|
 | 북항 | 12 |
 """
+TRADITIONAL = """# 港口調查
+
+## 概要
+
+我們調查了三個港口的水深。這個直角碼頭的骨架很舊。
+
+- 北港較深
+- `港口代碼` 在清單中
+
+| 港口 | 水深 |
+|---|---|
+| 北港 | 12 |
+"""
 # The faces of Noto CJK each language's letters are drawn in: the body's serif, in bold in
 # the table's header, the headings' sans and the code's monospace.
 CJK_FACES = {
@@ -101,7 +117,7 @@ CJK_FACES = {
         f"Noto-Sans-CJK-{lang}-Bold",
         f"Noto-Sans-Mono-CJK-{lang}",
     }
-    for lang in ("JP", "KR")
+    for lang in ("JP", "KR", "TC")
 }
 
 WIDE = (
@@ -181,9 +197,15 @@ def cjk_faces(textpage: pypdfium2.PdfTextPage, start: int = 0, count: int | None
 
 @pytest.mark.parametrize(
     ("report", "face"),
-    [pytest.param(JAPANESE, "JP", id="japanese"), pytest.param(KOREAN, "KR", id="korean")],
+    [
+        pytest.param(JAPANESE, "JP", id="japanese"),
+        pytest.param(KOREAN, "KR", id="korean"),
+        pytest.param(TRADITIONAL, "TC", id="traditional-chinese"),
+    ],
 )
-def test_a_japanese_or_korean_report_is_drawn_in_its_languages_shapes_in_the_pdf(report, face):
+def test_a_japanese_korean_or_traditional_chinese_report_is_drawn_in_its_shapes_in_the_pdf(
+    report, face
+):
     document = pypdfium2.PdfDocument(pdf.render(html.standalone(report)))
 
     # Not the Simplified Chinese face, which draws 直, 骨 and 角 as Chinese writes them.
@@ -192,22 +214,32 @@ def test_a_japanese_or_korean_report_is_drawn_in_its_languages_shapes_in_the_pdf
 
 def test_each_paragraph_of_chinese_japanese_or_korean_is_drawn_in_its_languages_face():
     textpage = scripts_pdf()
-    for line, face in (("Chinese:", "SC"), ("Japanese:", "JP"), ("Korean:", "KR")):
+    for line, face in (
+        ("Chinese:", "SC"),
+        ("Traditional:", "TC"),
+        ("Japanese:", "JP"),
+        ("Korean:", "KR"),
+    ):
         start, _count = textpage.search(line).get_next()
         end, _count = textpage.search("\n", index=start).get_next()
         assert cjk_faces(textpage, start, end - start) == {f"Noto-Serif-CJK-{face}"}, line
 
 
 def test_the_html_page_says_the_language_of_the_report_and_of_each_block_in_another():
-    japanese, korean, scripts = (html.standalone(r) for r in (JAPANESE, KOREAN, SCRIPTS))
+    japanese, korean, traditional, scripts = (
+        html.standalone(r) for r in (JAPANESE, KOREAN, TRADITIONAL, SCRIPTS)
+    )
 
     assert japanese.startswith('<!DOCTYPE html>\n<html lang="ja">')
     assert "<h2>概要</h2>" in japanese  # Han alone, in a Japanese report: Japanese
     assert '<p lang="en">Northgate and Southwick' in japanese
     assert korean.startswith('<!DOCTYPE html>\n<html lang="ko">')
     assert "<p>세 항구의 수심을 조사했다. 直角" in korean
+    assert traditional.startswith('<!DOCTYPE html>\n<html lang="zh-Hant">')
+    assert "<h2>概要</h2>" in traditional  # written alike in both forms: as the report is
     assert scripts.startswith('<!DOCTYPE html>\n<html lang="en">')
     assert '<p lang="zh-Hans">Chinese: 港口调查' in scripts
+    assert '<p lang="zh-Hant">Traditional: 港口調查' in scripts
     assert '<p lang="ja">Japanese: 港湾の調査' in scripts
     assert '<p lang="ko">Korean: 항구 조사' in scripts
     assert '<p dir="rtl">مرحبا بالعالم' in scripts
@@ -230,9 +262,12 @@ def test_the_word_document_says_the_east_asian_language_of_the_report_and_its_pa
     assert document == "ja-JP" and not any(paragraphs.values())
     document, paragraphs = east_asian(KOREAN)
     assert document == "ko-KR" and not any(paragraphs.values())
+    document, paragraphs = east_asian(TRADITIONAL)
+    assert document == "zh-TW" and not any(paragraphs.values())
     document, paragraphs = east_asian(SCRIPTS)
     assert document == "en-US"
     assert paragraphs["Chinese: 港口调查显示三个港口的水深不同."] == {"zh-CN"}
+    assert paragraphs["Traditional: 港口調查顯示三個港口的水深不同."] == {"zh-TW"}
     assert paragraphs["Japanese: 港湾の調査では、ひらがなとカタカナ。"] == {"ja-JP"}
     assert paragraphs["Korean: 항구 조사 결과 세 항구의 수심이 다릅니다."] == {"ko-KR"}
     assert paragraphs["Three harbours were surveyed."] == set()
