@@ -32,6 +32,7 @@ from django.db.models.functions import Coalesce, Now
 
 from reports import budgets, events, rendering, wording
 from reports.events import AttemptText, TaskState
+from reports.exports import html, language
 from reports.models import (
     TERMINAL,
     Attempt,
@@ -537,9 +538,26 @@ def page_context(task: Task) -> dict[str, Any]:
     return context
 
 
+def report_in_its_language(report_html: str) -> tuple[str, str]:
+    """Return the report's language where it is not the page's own (English), else "", and
+    its HTML with `lang` on each block in another language than the report: so that a
+    browser draws Han characters in the shapes of their language (Japanese, Korean,
+    Simplified or Traditional Chinese), not in those of whichever its fonts hold first.
+    Read from the stored HTML at each showing, as the HTML download reads it
+    (reports.exports.language): a report stored before needs nothing of its own."""
+    lang, body = html.languages(report_html)
+    return ("" if lang == language.DEFAULT else lang), body
+
+
 def outcome_context(task: Task, state: TaskState) -> dict[str, Any]:
     succeeded = state.status == Status.SUCCEEDED
     notes = notes_so_far(task, state)
+    # Under the page's own title, which names the documents.
+    report_lang, report_html = (
+        report_in_its_language(rendering.under_page_title(task.report_html))
+        if succeeded
+        else ("", "")
+    )
     return {
         "succeeded": succeeded,
         "active": not state.ended,
@@ -547,8 +565,8 @@ def outcome_context(task: Task, state: TaskState) -> dict[str, Any]:
         "partial": state.partial,
         "notes": notes,
         "download_name": download_names.report_file_name(task),
-        # Under the page's own title, which names the documents.
-        "report_html": rendering.under_page_title(task.report_html) if succeeded else "",
+        "report_html": report_html,
+        "report_lang": report_lang,
         "late_cancel": succeeded and task.cancel_requested_at is not None,
         "cost": cost_words(task),  # settled in the same transaction as the end
         "plan_notice": plan_notice(task, state),

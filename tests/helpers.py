@@ -109,6 +109,13 @@ class ScriptedProvider(Provider):
 
 
 REPORT = "# Report\n\n## Summary\n\nIt works.\n\n## Details\n\nMore text.\n"
+# A report in Japanese, its kanji drawn in Japanese shapes only where the page says so, with
+# a paragraph in English.
+JAPANESE_REPORT = (
+    "# 港湾調査\n\n## 概要\n\n"
+    "三つの港湾の水深を調査した。直角の岸壁は骨組みが古く、北の港は深い。\n\n"
+    "Northgate was surveyed in 2024.\n"
+)
 
 
 # A list nested fourteen deep, deeper than a report is laid out

@@ -10,11 +10,13 @@ from html import escape
 import pytest
 from django.utils import timezone
 
+from reports import presentation, rendering
 from reports.models import Task
 from reports.providers.base import Completed, TextDelta, Usage
 from reports.serving import paging
-from reports.streaming.consumers import HEARTBEAT_S
+from reports.streaming.consumers import HEARTBEAT_S, outcome_fragments
 from tests.helpers import (
+    JAPANESE_REPORT,
     NESTED_REPORT,
     assert_every_tree,
     run_all,
@@ -303,6 +305,32 @@ def test_succeeded_task_page_shows_the_rendered_report_and_download(alice_client
     assert f'data-seq="{task.last_seq}"' in html
     assert 'class="align-right"' in html  # the terms table, aligned without inline style
     assert_no_inline_code(html)
+
+
+def test_a_report_in_another_language_than_the_page_says_its_own_where_it_is_shown(
+    alice_client, worker
+):
+    # An English page's browser draws kanji in Chinese shapes, unless the report says it is
+    # Japanese: on the page, and in the outcome a page that followed the report receives.
+    task = task_of(submit(alice_client))
+    run_all(worker)
+    task.refresh_from_db()
+    rendered = re.compile(r"(<article[^>]*data-report-rendered[^>]*>)(.*?)</article>", re.S)
+
+    def shown() -> tuple[re.Match, re.Match]:
+        page = alice_client.get(f"/tasks/{task.pk}/").content.decode()
+        outcome = outcome_fragments(task, presentation.task_state(task))
+        return rendered.search(page), rendered.search(outcome)
+
+    for english in shown():
+        assert "<p>" in english.group(2) and "lang=" not in english.group(0)
+
+    task.report_html = rendering.render_markdown(JAPANESE_REPORT)
+    task.save(update_fields=["report_html"])
+    for japanese in shown():
+        assert 'lang="ja"' in japanese.group(1)
+        assert "<p>三つの港湾の水深を調査した。" in japanese.group(2)
+        assert '<p lang="en">Northgate was surveyed' in japanese.group(2)
 
 
 def test_a_report_nested_deeper_than_it_is_laid_out_keeps_every_items_words_on_its_page(

@@ -80,8 +80,10 @@ def _answer(view, request, token: str, *args, **kwargs) -> HttpResponse:
 
 @shared_view
 def report(request: HttpRequest, task: Task) -> HttpResponse:
+    report_lang, report_html = presentation.report_in_its_language(task.report_html)
     context = {
-        "report_html": task.report_html,
+        "report_html": report_html,
+        "report_lang": report_lang,
         "title": rendering.report_title(task.report_html),
         "citation_notice": presentation.citation_notice(task),
         "cites": bool(rendering.linked_passages(task.report_html)),

@@ -17,7 +17,15 @@ from django.utils import timezone
 from reports import rendering
 from reports.models import ShareLink, Status, Task, sharing
 from reports.serving import throttle
-from tests.helpers import SAMPLE, form_cut_short, run_all, store_passages, submit, task_of
+from tests.helpers import (
+    JAPANESE_REPORT,
+    SAMPLE,
+    form_cut_short,
+    run_all,
+    store_passages,
+    submit,
+    task_of,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -95,6 +103,17 @@ def test_anyone_with_the_link_reads_the_report_and_its_sources_and_nothing_else(
         assert "data-action" not in text and "/api/" not in text
     # Signed in, the owner sees the same read-only page: no name of hers is added to it.
     assert "alice" not in alice_client.get(url.path).content.decode()
+
+
+def test_a_shared_report_says_its_language_where_it_is_not_the_pages(alice_client, report):
+    # So that a browser draws its kanji in Japanese shapes, not in Chinese ones.
+    path = shared_path(alice_client, report)
+    rendered = re.compile(r"<article[^>]*data-report-rendered[^>]*>")
+    assert "lang=" not in rendered.search(Client().get(path).content.decode()).group()
+
+    report.report_html = rendering.render_markdown(JAPANESE_REPORT)
+    report.save(update_fields=["report_html"])
+    assert 'lang="ja"' in rendered.search(Client().get(path).content.decode()).group()
 
 
 def test_a_link_opens_the_passages_the_report_cites_with_their_neighbours_and_no_more(
