@@ -10,6 +10,7 @@ live stream then continues after that seq.
 
 from __future__ import annotations
 
+import functools
 import re
 import statistics
 from collections.abc import Iterable
@@ -543,8 +544,18 @@ def report_in_its_language(report_html: str) -> tuple[str, str]:
     its HTML with `lang` on each block in another language than the report: so that a
     browser draws Han characters in the shapes of their language (Japanese, Korean,
     Simplified or Traditional Chinese), not in those of whichever its fonts hold first.
-    Read from the stored HTML at each showing, as the HTML download reads it
-    (reports.exports.language): a report stored before needs nothing of its own."""
+    Read from the stored HTML, as the HTML download reads it (reports.exports.language):
+    a report stored before needs nothing of its own."""
+    if not language.may_hold_cjk(report_html):  # at once, for most reports
+        return "", report_html
+    return _in_its_language(report_html)
+
+
+@functools.lru_cache(maxsize=8)
+def _in_its_language(report_html: str) -> tuple[str, str]:
+    """Read letter by letter (some 30 ms for a report of 100,000 characters), so once a
+    report for all the pages that show it, on the thread they share: a few reports'
+    worth of memory."""
     lang, body = html.languages(report_html)
     return ("" if lang == language.DEFAULT else lang), body
 

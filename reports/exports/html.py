@@ -112,6 +112,8 @@ def languages(body: str) -> tuple[str, str]:
     """Return the language of rendered report HTML, and the HTML with `lang` on each block
     whose own text (not its inner blocks') is in another language than the block holding it
     (reports.exports.language): so each letter is drawn in its language's shapes."""
+    if not language.may_hold_cjk(body):  # most reports: nothing to read letter by letter
+        return language.DEFAULT, body
     pieces: list[str] = []
     # Each block: [index of its start tag in pieces, its parent's index in blocks, its text].
     blocks: list[list] = [[-1, -1, []]]  # the page itself, whose text is all of it

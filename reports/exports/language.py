@@ -21,6 +21,7 @@ holds it.
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 
 DEFAULT = "en"
@@ -65,6 +66,10 @@ SIMPLIFIED_ONLY = frozenset(
 )
 
 _KANA, _HANGUL, _HAN, _OTHER = range(4)
+# Every letter of kana, Hangul or Han lies in these ranges (Hangul's jamo, then everything
+# from the CJK radicals up): a text with none of them is in the default language, whatever
+# else it holds, and needs no letter-by-letter reading (tests/exports/test_language.py).
+_MAYBE_CJK = re.compile("[\u1100-\u11ff\u2e80-\U0010ffff]")
 
 
 @functools.cache
@@ -81,6 +86,12 @@ def _script(char: str) -> int | None:
     if name.startswith(("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "IDEOGRAPHIC")):
         return _HAN
     return _OTHER
+
+
+def may_hold_cjk(text: str) -> bool:
+    """Tell whether `text` may hold a letter of Japanese, Korean or Chinese: when not, it
+    and every part of it are in the default language."""
+    return _MAYBE_CJK.search(text) is not None
 
 
 def language_of(text: str, inherited: str = DEFAULT) -> str | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reports.exports.language import language_of
+from reports.exports.language import language_of, may_hold_cjk
 
 TRADITIONAL = "我們調查了這個地區的三個港口。每個港口的水深都不一樣。潮汐與河流對它們的影響不同。"
 SIMPLIFIED = "我们调查了这个地区的三个港口。每个港口的水深都不一样。潮汐与河流对它们的影响不同。"
@@ -32,3 +32,16 @@ def test_chinese_written_alike_in_both_forms_is_read_as_the_chinese_holding_it()
     assert language_of(TRADITIONAL, "zh-Hans") == "zh-Hant"
     # Inside Japanese, kanji alone stay Japanese, whatever forms they are written in.
     assert language_of("學會", "ja") == "ja"
+
+
+def test_only_text_that_may_hold_japanese_korean_or_chinese_is_read_letter_by_letter():
+    """The shortcut for the most reports: no letter of the three scripts lies outside the
+    ranges `may_hold_cjk` looks for, so a text without them is the default language."""
+    outside = (
+        chr(point)
+        for point in range(0x2E80)
+        if not 0x1100 <= point <= 0x11FF and not 0xD800 <= point <= 0xDFFF
+    )
+    assert {language_of(char) for char in outside} == {None, "en"}
+    assert not may_hold_cjk("It’s “predictable” — 42 % of power, ½ of it tidal. Ünïcödé.")
+    assert all(may_hold_cjk(text) for text in ("港", "か", "한", "\u1100", "\U00020000"))
