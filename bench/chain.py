@@ -25,7 +25,7 @@ django.setup()
 from asgiref.sync import async_to_sync  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db.backends.utils import CursorWrapper  # noqa: E402
 
 from reports import submissions  # noqa: E402
 from reports.clock import FakeClock  # noqa: E402
@@ -52,12 +52,13 @@ def run(worker: Supervisor) -> None:
 
 
 class FiveThousandWords(Provider):
-    """OpenAI-like pacing: ~4-character tokens every ~15 ms, 5,000 words in all."""
+    """OpenAI-like pacing: ~4-character tokens every ~15 ms, 5,000 words in all, none
+    repeated (a text that repeats itself is stopped as a loop, reports/worker/loops.py)."""
 
     name = "bench"
 
     async def stream(self, request):
-        words = ["# Long report\n\n## Summary\n\n"] + [f"word{i % 97} " for i in range(5000)]
+        words = ["# Long report\n\n## Summary\n\n"] + [f"word{i} " for i in range(5000)]
         words.insert(2000, "\n\n## Details\n\n")
         for word in words:
             yield TextDelta(word)
@@ -66,16 +67,22 @@ class FiveThousandWords(Provider):
 
 
 def count_writes(fn) -> dict[str, int]:
-    counts = {"INSERT": 0, "UPDATE": 0, "DELETE": 0, "transactions": 0}
+    """Run `fn`, counting the statements by their verb on every thread's connection: the
+    chunks are written on the worker's own thread, with a connection of its own."""
+    counts = {"INSERT": 0, "UPDATE": 0, "DELETE": 0}
+    execute = CursorWrapper._execute
 
-    def wrapper(execute, sql, params, many, context):
+    def counted(self, sql, *args, **kwargs):
         verb = sql.lstrip().split(" ", 1)[0].upper()
         if verb in counts:
             counts[verb] += 1
-        return execute(sql, params, many, context)
+        return execute(self, sql, *args, **kwargs)
 
-    with connection.execute_wrapper(wrapper):
+    CursorWrapper._execute = counted
+    try:
         fn()
+    finally:
+        CursorWrapper._execute = execute
     return counts
 
 
@@ -103,6 +110,7 @@ def main() -> None:
     worker = Supervisor(slots=1, clock=clock, provider=FiveThousandWords(clock=clock))
     writes = count_writes(lambda: run(worker))
     task.refresh_from_db()
+    assert task.status == "succeeded", task.status
     text = task.attempts.get().text
     events = TaskEvent.objects.filter(task=task).count()
     print(f"one report of {len(text.split())} words ({len(text)} characters), {task.status}:")
