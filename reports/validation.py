@@ -40,7 +40,7 @@ def settle_citations(report: str, passages: Sequence) -> tuple[str, int]:
     # Lines as markdown-it counts them, so that its maps index them.
     lines = report.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     tokens = _md.parse("\n".join(lines))
-    dropped = _sources_lines(tokens, len(lines))
+    dropped = sources_lines(tokens, len(lines))
     code_lines = {
         line
         for token in tokens
@@ -98,7 +98,7 @@ def _closing_fence(tokens: list[Token], lines: list[str]) -> str:
 def _settle_paragraph(text: str, settle) -> str:
     pieces = []
     start = 0
-    for span_start, span_end in _code_spans(text):
+    for span_start, span_end in code_spans(text):
         pieces.append(CITATION_LIKE.sub(settle, text[start:span_start]))
         pieces.append(text[span_start:span_end])
         start = span_end
@@ -106,7 +106,7 @@ def _settle_paragraph(text: str, settle) -> str:
     return "".join(pieces)
 
 
-def _code_spans(text: str) -> list[tuple[int, int]]:
+def code_spans(text: str) -> list[tuple[int, int]]:
     """Return where the code spans are: from a run of backticks to the next run of the same
     length. In one pass over the runs, so that thousands of backticks stay quick."""
     runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(text)]
@@ -127,7 +127,7 @@ def _code_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _sources_lines(tokens: list[Token], line_count: int) -> set[int]:
+def sources_lines(tokens: list[Token], line_count: int) -> set[int]:
     """Return the lines of the `## Sources` sections the report has."""
     lines: set[int] = set()
     h2 = [i for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reports.parsers.passages import Passage
+from reports.quotes import cite_quotes
 from reports.rendering import render_markdown
 from reports.validation import settle_citations, validate_report
 
@@ -253,3 +254,103 @@ def test_any_citation_soup_settles_to_known_ids_and_a_valid_report(summary, poin
     )
     # Settling twice changes nothing more.
     assert settle_citations(settled, PASSAGES) == (settled, 0)
+
+
+# --- quotes cited (REPORTS_CITE_QUOTES; reports/quotes.py) ------------------------------
+
+TIDES = [
+    Passage(
+        1,
+        "tides.md",
+        None,
+        None,
+        "Tidal energy is a predictable source of power. Small harbours see two tides a day, "
+        "and the difference between high and low water can drive a turbine.",
+    ),
+    Passage(
+        2,
+        "tides.md",
+        "Turbines",
+        None,
+        "Each turbine runs for eight hours on every tide and rests while the water turns.",
+    ),
+]
+COPIED = (
+    "In short, tidal energy is a predictable source of power. Small harbours see two tides "
+    "a day, and the difference between high and low water can drive a turbine."
+)
+
+
+def tides_report(summary: str, points: str = "- Harbours are small.") -> str:
+    return f"# Tides\n\n## Summary\n\n{summary}\n\n## Key points\n\n{points}\n"
+
+
+def test_a_copied_sentence_gets_its_passages_citation_and_sources_list_it():
+    report, added = cite_quotes(tides_report(COPIED), TIDES)
+    assert added == 2
+    assert report == tides_report(
+        "In short, tidal energy is a predictable source of power. [S1] Small harbours see two "
+        "tides a day, and the difference between high and low water can drive a turbine. [S1]"
+    )
+    settled, removed = settle_citations(report, TIDES)
+    assert removed == 0 and sources_of(settled) == ["- S1 — tides.md, its beginning"]
+
+
+@pytest.mark.parametrize(
+    ("sentence", "cited"),
+    [
+        ("Each turbine runs for eight hours on every tide and rests while the water turns.", 1),
+        # A lead of at most a fifth of the words is the writer's: 3 of 18.
+        ("At most sites, each turbine runs for eight hours on every tide and rests while the "
+         "water turns.", 1),
+        # A word changed in the lead is let through, unless it is a figure.
+        ("One turbine runs for eight hours on every tide and rests while the water turns.", 1),
+        ("At 3 sites, each turbine runs for eight hours on every tide and rests while the "
+         "water turns.", 0),
+        # A figure changed, a last word changed, a clause added: the passage did not say it.
+        ("Each turbine runs for 24 hours on every tide and rests while the water turns.", 0),
+        ("Each turbine runs for eight hours on every tide and rests while the water rises.", 0),
+        ("Each turbine runs for eight hours on every tide and rests while the water turns, "
+         "which is why it lasts.", 0),
+        # A lead of more than a fifth: 2 of 8.
+        ("In short, tidal energy is a predictable source.", 0),
+        # 6 words (1 of them a lead) are enough, 5 too few.
+        ("It rests while the water turns.", 1),
+        ("Rests while the water turns.", 0),
+        # Said in other words.
+        ("Harbours get steady power from the tides, which rise and fall twice a day.", 0),
+    ],
+)  # fmt: skip
+def test_a_sentence_is_cited_when_all_but_its_lead_is_one_run_of_the_passage(sentence, cited):
+    report, added = cite_quotes(tides_report(sentence), TIDES)
+    assert added == cited
+    assert report == tides_report(f"{sentence} [S2]" if cited else sentence)
+
+
+def test_a_sentence_that_cites_keeps_its_own_citation():
+    said = COPIED.replace("power.", "power [S2].").replace("turbine.", "turbine.\n[S2]")
+    assert cite_quotes(tides_report(said), TIDES) == (tides_report(said), 0)
+
+
+def test_the_longest_run_wins_and_among_equals_the_first_passage():
+    whole = "In short, tidal energy is a predictable source of power."
+    passages = [
+        *TIDES,
+        Passage(3, "b.md", None, None, whole),
+        Passage(4, "c.md", None, None, whole),
+    ]
+    report, added = cite_quotes(tides_report(whole), passages)
+    assert added == 1 and f"{whole} [S3]" in report
+
+
+def test_headings_code_tables_and_sources_are_left_as_they_are():
+    quote = "Tidal energy is a predictable source of power."
+    report = (
+        f"# {quote}\n\n## Summary\n\n{quote}\n\n> - *{quote}*\n\n```\n{quote}\n```\n\n"
+        f"    {quote}\n\n| Quote |\n| --- |\n| {quote} |\n\n## Sources\n\n- {quote}\n"
+    )
+    cited, added = cite_quotes(report, TIDES)
+    assert added == 2
+    assert cited == report.replace(f"\n{quote}\n\n>", f"\n{quote} [S1]\n\n>").replace(
+        f"*{quote}*", f"*{quote}* [S1]"
+    )

@@ -45,6 +45,7 @@ from reports.providers.base import (
     Usage,
 )
 from reports.providers.prompts import prompt_chars
+from reports.quotes import cite_quotes
 from reports.streaming import broadcast
 from reports.validation import settle_citations, validate_report
 from reports.worker import attempt_core, breaker, chunk_writes, plan_store, prepared
@@ -611,8 +612,12 @@ class AttemptRun:
     async def _finalize(self) -> Outcome:
         await self._move(Status.RUNNING, Status.FINALIZING)
         report = self.text
-        # Both take most of a second for a report at the size cap: off the event loop.
-        with self._timed(Stage.VALIDATE):
+        # Each takes up to most of a second for a report at the size cap: off the event loop.
+        with self._timed(Stage.VALIDATE) as validate:
+            if settings.REPORTS_CITE_QUOTES:
+                report, validate.fields["quotes_cited"] = await threads.in_blocking_pool(
+                    cite_quotes
+                )(report, self.passages)
             report, self.removed_citations = await threads.in_blocking_pool(settle_citations)(
                 report, self.passages
             )
@@ -773,10 +778,12 @@ class _StageTimer:
     def __init__(self, run: AttemptRun, stage: str) -> None:
         self.run, self.stage = run, stage
         self.span = tracing.stage(stage)
+        self.fields: dict[str, object] = {}  # what the stage counted, for its line
 
-    def __enter__(self) -> None:
+    def __enter__(self) -> _StageTimer:
         self.span.__enter__()
         self.start = self.run.clock.monotonic()
+        return self
 
     def __exit__(self, *exc) -> None:
         elapsed = round((self.run.clock.monotonic() - self.start) * 1000, 1)
@@ -787,6 +794,7 @@ class _StageTimer:
             stage=self.stage,
             status="raised" if exc[0] else "ok",
             duration_ms=elapsed,
+            **self.fields,
         )
         self.span.__exit__(*exc)
 

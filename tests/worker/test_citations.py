@@ -1,5 +1,6 @@
 """Finalization settles a report's citations against the task's passages (docs/api.md,
-"Citations and source passages"): bad ids are taken out and counted, never failing it."""
+"Citations and source passages"): bad ids are taken out and counted, never failing it; with
+REPORTS_CITE_QUOTES on, a sentence copied from a passage is cited first."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.test import Client
 
 from reports.models import Attempt
 from reports.providers.base import Completed, TextDelta, Usage
-from tests.helpers import run_all, saved_report, store_passages
+from tests.helpers import lines_of, run_all, saved_report, store_passages
 
 pytestmark = pytest.mark.django_db
 
@@ -98,3 +99,49 @@ def test_a_report_whose_citations_all_stand_has_no_notice(make_task, worker, ali
     task = make_task()
     run_all(worker)
     assert citation_notice(alice_client, f"/tasks/{task.pk}/") == ""
+
+
+TIDES = (
+    "Tidal energy is a predictable source of power. Small harbours see two tides a day, and "
+    "the difference between high and low water can drive a turbine.\n\n"
+    "Each turbine runs for eight hours on every tide.\n"
+)
+QUOTING = (
+    "# Tides\n\n## Summary\n\nIn short, tidal energy is a predictable source of power. Small "
+    "harbours see two tides a day, and the difference between high and low water can drive a "
+    "turbine.\n\n## Key points\n\n- Harbours grow power of their own.\n"
+)
+
+
+async def quoting_report(request, clock):
+    yield TextDelta(QUOTING)
+    yield Completed("stop", Usage(10, 20, None, "provider"))
+
+
+def test_with_cite_quotes_on_a_copied_sentence_cites_its_passage_and_the_sources_list_it(
+    make_task, scripted_worker, alice_client, settings, logged
+):
+    settings.REPORTS_CITE_QUOTES = True
+    task = make_task(TIDES)
+    run_all(scripted_worker(quoting_report))
+
+    cited = QUOTING.replace("power.", "power. [S1]").replace("turbine.", "turbine. [S1]")
+    assert saved_report(task) == cited.rstrip() + "\n\n## Sources\n\n- S1 — doc.md, its beginning\n"
+    assert 'data-citation="S1"' in task.report_html
+    assert citation_notice(alice_client, f"/tasks/{task.pk}/") == ""
+    validated = next(line for line in lines_of(logged) if line.get("stage") == "validate")
+    assert validated["quotes_cited"] == 2
+    assert Attempt.objects.get(task=task).text == QUOTING  # the attempt keeps what was written
+
+
+def test_by_default_a_copied_sentence_is_saved_as_written_citing_nothing(
+    make_task, scripted_worker, alice_client
+):
+    task = make_task(TIDES)
+    run_all(scripted_worker(quoting_report))
+
+    assert (
+        saved_report(task) == QUOTING.rstrip() + "\n\n## Sources\n\nThe report cites no passage.\n"
+    )
+    said = citation_notice(alice_client, f"/tasks/{task.pk}/")
+    assert said.startswith("The report cites no passage of the documents")
