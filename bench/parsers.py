@@ -39,15 +39,17 @@ _HEADING_MARK = re.compile(r"^(?:#+\s*)?(?:\d+(?:\.\d+)*\.?\s+)?")
 
 
 def _reportline(path: Path) -> str:
+    """The product's reader of the type, in this process: the work its parse sandbox's child
+    does, without the child's start."""
     from reports.parsers import docx, html, markdown, pdf, text
 
     data = path.read_bytes()
     return {
-        ".pdf": pdf.document_text,
+        ".pdf": lambda data: pdf.document_text(data)["text"],  # with the pages read by OCR
         ".docx": docx.document_text,
-        ".html": html.HtmlParser().extract,
+        ".html": html.document_text,
         ".md": markdown.document_text,
-        ".txt": text.TextParser().extract,
+        ".txt": text.TextParser().extract,  # read in the worker itself: no sandbox
     }[path.suffix](data)
 
 
@@ -259,15 +261,20 @@ def _docx_copies() -> Callable[[int], bytes]:
     return copies
 
 
-def largest() -> None:
+def _django() -> None:
+    """Set Django up with the test settings: the project's defaults (and REPORTS_* from the
+    environment) without a secret key to provide. The product's readers run in its parse
+    sandbox, whose limits are settings."""
     import os
 
     import django
 
-    # The test settings: the project's defaults (and REPORTS_* from the environment)
-    # without a secret key to provide.
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
     django.setup()
+
+
+def largest() -> None:
+    _django()
     from django.conf import settings
 
     from reports.parsers import parser_for, sandbox
@@ -304,6 +311,7 @@ def main() -> None:
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        _django()
         reader, path, runs = args.child
         print(json.dumps(_read_in_child(reader, Path(path), int(runs))))
         return

@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from bench import hostile, llama, load, plan
+from bench import hostile, llama, load, parsers, plan
 from bench.fanout import lossless, run_app
 from bench.harness import NGINX, Layout
 from tests.helpers import database_url
@@ -114,3 +114,15 @@ def test_reports_on_smollm2_reach_the_client_whole_and_end_truly():
     assert figures["checks"] == {"text_whole": 2, "true_end": 2, "runs": 2}, figures["checks"]
     fan = figures["fan_out"]
     assert fan["true_ends"] == 3 and fan["stalled"] == 0, fan["ends"]
+
+
+def test_the_readers_benchmark_reads_each_type_as_the_product_does():
+    """`python -m bench.parsers` reads every corpus document with the product's own reader
+    of its type: each gives text, in the child the benchmark runs it in."""
+    by_type = {}
+    for path in sorted(parsers.CORPUS.iterdir()):
+        by_type.setdefault(path.suffix, path)
+    assert set(by_type) >= {".pdf", ".docx", ".html", ".md", ".txt"}
+    for suffix in (".pdf", ".docx", ".html", ".md", ".txt"):
+        text = parsers._read_in_child("reportline", by_type[suffix], 1)["text"]
+        assert isinstance(text, str) and text.strip(), suffix
