@@ -1,7 +1,8 @@
 """Liveness and readiness for load balancers and orchestrators (docs/production.md).
 
 `/healthz` answers while the process serves at all. `/readyz` says whether it should be
-sent work: the database and the channel layer answer, and the process is not stopping.
+sent work: the database answers and the process is not stopping. A channel layer that does
+not answer makes it `degraded`, still 200: pages then catch up by polling the database.
 It also names the provider's circuit (docs/providers.md) when it is not closed: tasks then
 wait in the queue, but the web tier still takes them, so it stays ready (200).
 Both are unauthenticated, so they say nothing but which check failed: no host, no error
@@ -127,9 +128,12 @@ async def healthz(request) -> JsonResponse:
 async def readyz(request) -> JsonResponse:
     checks, provider = await checked()
     stopping = is_stopping()
-    ready = all(checks.values()) and not stopping
+    # The channel layer only wakes pages: without it they poll the database, so the
+    # process still serves. Every web process shares it, so a 503 for it would take them
+    # all out of the balancer at once, for a fault their pages ride out.
+    ready = checks["database"] and not stopping
     body = {
-        "status": "ready" if ready else "unavailable",
+        "status": ("ready" if all(checks.values()) else "degraded") if ready else "unavailable",
         "checks": {name: "ok" if ok else "down" for name, ok in checks.items()},
         "draining": stopping,  # the answer's own word (docs/production.md)
         "provider": provider,  # its circuit: tasks wait while it is open; still ready
