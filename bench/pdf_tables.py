@@ -91,7 +91,7 @@ def _layout(data: bytes) -> tuple[list, str]:
     from reports.parsers.pdf import document_text
     from reports.providers.table_facts import rows_of
 
-    blocks = document_text(data).split("\n\n")
+    blocks = document_text(data)["text"].split("\n\n")  # with the pages read by OCR
     found = [rows_of(block.split("\n")) for block in blocks if block.startswith("| ")]
     return [rows for rows in found if rows]
 
