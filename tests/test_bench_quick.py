@@ -15,7 +15,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from bench import hostile, llama, load, parsers, plan
+from bench import hostile, llama, load, parsers, pdf_tables, plan
 from bench.fanout import lossless, run_app
 from bench.harness import NGINX, Layout
 from tests.helpers import database_url
@@ -116,9 +116,10 @@ def test_reports_on_smollm2_reach_the_client_whole_and_end_truly():
     assert fan["true_ends"] == 3 and fan["stalled"] == 0, fan["ends"]
 
 
-def test_the_readers_benchmark_reads_each_type_as_the_product_does():
+def test_the_readers_benchmarks_read_each_type_as_the_product_does():
     """`python -m bench.parsers` reads every corpus document with the product's own reader
-    of its type: each gives text, in the child the benchmark runs it in."""
+    of its type: each gives text, in the child the benchmark runs it in; and
+    `python -m bench.pdf_tables` finds the tables of the product's PDF reader."""
     by_type = {}
     for path in sorted(parsers.CORPUS.iterdir()):
         by_type.setdefault(path.suffix, path)
@@ -126,3 +127,4 @@ def test_the_readers_benchmark_reads_each_type_as_the_product_does():
     for suffix in (".pdf", ".docx", ".html", ".md", ".txt"):
         text = parsers._read_in_child("reportline", by_type[suffix], 1)["text"]
         assert isinstance(text, str) and text.strip(), suffix
+    assert pdf_tables._layout(by_type[".pdf"].read_bytes()) == []  # its prose has no table
