@@ -311,9 +311,12 @@ def _cpu_ticks(pid: int) -> int:
     return sum(int(f) for f in fields[11:15]) + sum(_cpu_ticks(child) for child in running)
 
 
-def serve(layout: Layout, env: dict, *, server: str = "daphne", extra: tuple = ()) -> Process:
-    """Start the app (or the bare baseline with extra=("--bare",)) under `server`."""
-    port = free_port()
+def serve(
+    layout: Layout, env: dict, *, server: str = "daphne", extra: tuple = (), port: int = 0
+) -> Process:
+    """Start the app (or the bare baseline with extra=("--bare",)) under `server`, on
+    `port` (a free one when 0: a restarted server keeps its predecessor's)."""
+    port = port or free_port()
     args = ["-m", "bench.serve", "--server", server, "--port", str(port), *extra]
     return Process(args, env, layout.data_dir / f"server-{port}.log", port)
 

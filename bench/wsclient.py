@@ -45,12 +45,25 @@ def parse(message: str) -> tuple[int, list[list]]:
 
 
 def upload_request(
-    base_url: str, token: str, name: str, data: bytes, content_type: str
+    base_url: str,
+    token: str,
+    name: str,
+    data: bytes,
+    content_type: str,
+    *,
+    fields: dict | None = None,
+    key: str = "",
 ) -> urllib.request.Request:
-    """Return the POST /api/tasks of one file, with a fresh idempotency key."""
+    """Return the POST /api/tasks of one file and text `fields` (a scenario), with the
+    idempotency `key` (a fresh one when empty: a client resending it sends the same)."""
     boundary = uuid.uuid4().hex
+    texts = "".join(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"\r\n\r\n{value}\r\n'
+        for field, value in (fields or {}).items()
+    )
     body = (
         (
+            f"{texts}"
             f'--{boundary}\r\nContent-Disposition: form-data; name="files"; '
             f'filename="{name}"\r\n'
             f"Content-Type: {content_type}\r\n\r\n"
@@ -65,7 +78,7 @@ def upload_request(
         headers={
             "Authorization": f"Bearer {token}",
             "Content-Type": f"multipart/form-data; boundary={boundary}",
-            "Idempotency-Key": uuid.uuid4().hex,
+            "Idempotency-Key": key or uuid.uuid4().hex,
         },
     )
 
