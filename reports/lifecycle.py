@@ -14,15 +14,17 @@ announce has committed. They block; async callers run them off the event loop.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.db import transaction
+from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
 
 from reports import budgets, events, wakeups
 from reports.events import Draft, Event
-from reports.models import LEASED, TERMINAL, Attempt, Status, Task
+from reports.models import LEASED, TERMINAL, Attempt, AttemptStatus, Status, Task
 from reports.observability.task_logs import log_task_ended
 from reports.streaming import broadcast
 from reports.webhooks import outbox
@@ -94,15 +96,30 @@ def requeue_task(
     The reservation stays held for the next attempt (an administrator's requeue puts
     a reservation held for reconciliation back to work). None when someone else moved
     the task first.
+
+    A task whose cancel was asked for while its attempt ran (the attempt failed
+    retryably, or its worker was lost, before it read the cancel) is not queued again:
+    the next claim would clear the request and run it. It ends `cancelled` instead, its
+    attempt's text kept, and that event is returned. An administrator's requeue is
+    theirs to make.
     """
+    unless_cancelled = None if resolution else Q(cancel_requested_at__isnull=True)
     with transaction.atomic():
         written = _move(
-            task_id, frm, Status.QUEUED, event, expect_epoch, attempt, resolution, task_fields
+            task_id,
+            frm,
+            Status.QUEUED,
+            event,
+            expect_epoch,
+            attempt,
+            resolution,
+            task_fields,
+            when=unless_cancelled,
         )
-        if written is None:
-            return None
-        if resolution:
+        if written is not None and resolution:
             budgets.hold_again(task_id)
+    if written is None:
+        return None if resolution else _cancel_instead(task_id, frm, expect_epoch, attempt)
     _announce(written, attempt)
     return written
 
@@ -133,7 +150,24 @@ def cancel_task(task: Task) -> bool:
             return False
 
 
-def _move(task_id, frm, to, event, expect_epoch, attempt, resolution, task_fields):
+def _cancel_instead(task_id, frm: str, expect_epoch: int | None, attempt: AttemptEnd | None):
+    """End a task whose requeue a cancel asked for meanwhile stopped: `cancelled`, its
+    attempt's text kept (`partial`), the attempt no longer waiting for a retry. None when
+    the task had moved on otherwise (not in `frm`, or not at `expect_epoch`)."""
+    fields = attempt.fields if attempt is not None else {}
+    if fields.get("status") == AttemptStatus.RETRY_SCHEDULED:
+        fields = {**fields, "status": AttemptStatus.CANCELLED}
+        attempt = dataclasses.replace(attempt, fields=fields)
+    return end_task(
+        task_id,
+        frm,
+        events.cancelled(partial=bool(fields.get("text"))),
+        expect_epoch=expect_epoch,
+        attempt=attempt,
+    )
+
+
+def _move(task_id, frm, to, event, expect_epoch, attempt, resolution, task_fields, when=None):
     """The transition and the attempt's end, in the caller's transaction."""
     written = Task.objects.transition(
         task_id,
@@ -142,6 +176,7 @@ def _move(task_id, frm, to, event, expect_epoch, attempt, resolution, task_field
         expect_epoch=expect_epoch,
         event=event,
         resolution=resolution,
+        when=when,
         **task_fields,
     )
     if written is not None and attempt is not None:

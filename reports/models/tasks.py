@@ -113,15 +113,17 @@ class TaskQuerySet(models.QuerySet):
         expect_epoch: int | None = None,
         event: Draft | None = None,
         resolution: bool = False,
+        when: Q | None = None,
         **fields,
     ) -> Event | None:
         """Move one task from `frm` to `to` if it is still there; return the event written.
 
         The one compare-and-set for every status change: the update is conditional on
-        the current status (and on the fencing epoch for a worker's writes), and in
-        the same transaction appends the event that announces it (by default a
-        `status` event, or a terminal event named after a terminal status). Return
-        None when zero rows changed: someone else moved the task first.
+        the current status (and on the fencing epoch for a worker's writes, and on `when`
+        where the caller needs more of the row), and in the same transaction appends the
+        event that announces it (by default a `status` event, or a terminal event named
+        after a terminal status). Return None when zero rows changed: someone else moved
+        the task first, or the row no longer met `when`.
 
         `resolution`: an administrator's way out of `reconciliation_required`, which
         the table itself never allows (ADMIN_RESOLUTIONS).
@@ -138,6 +140,8 @@ class TaskQuerySet(models.QuerySet):
         condition = Q(pk=task_id, status=frm)
         if expect_epoch is not None:
             condition &= Q(epoch=expect_epoch)
+        if when is not None:
+            condition &= when
         if to in TERMINAL:
             fields.setdefault("finished_at", Now())
         if to not in LEASED:

@@ -201,6 +201,44 @@ def test_reaper_leaves_live_leases_alone(make_task):
 
 
 @pytest.mark.django_db
+def test_a_cancel_asked_before_its_worker_died_ends_the_task_instead_of_running_it_again(
+    make_task,
+):
+    task = make_task()
+    claim = claim_next_task("a-worker-that-dies")
+    Task.objects.append_event(task.pk, claim.epoch, events.delta("# Half a rep"))
+    assert lifecycle.cancel_task(task)  # 202: asked; its worker dies before it reads it
+    expire_lease(task)
+    reap_expired_leases()
+    assert claim_next_task("w") is None  # no second attempt runs it
+    task.refresh_from_db()
+    assert task.status == "cancelled"
+    terminal = TaskEvent.objects.filter(task=task).last()
+    assert (terminal.type, terminal.data["partial"]) == ("cancelled", True)
+    attempt = Attempt.objects.get(task=task)
+    assert (attempt.status, attempt.error_type, attempt.text) == (
+        "interrupted",
+        "worker_lost",
+        "# Half a rep",
+    )
+
+
+@pytest.mark.django_db
+def test_a_cancel_asked_while_an_attempt_failed_retryably_ends_the_task_without_a_retry(
+    make_task,
+):
+    task = make_task()
+    claim = claim_next_task("w")
+    assert lifecycle.cancel_task(task)  # asked while the provider answers 429
+    retry = events.requeued(retry_after_s=0, reason="rate_limited")
+    ended = lifecycle.requeue_task(task.pk, Status.RUNNING, retry, expect_epoch=claim.epoch)
+    assert ended.type == "cancelled"
+    assert claim_next_task("w") is None
+    task.refresh_from_db()
+    assert task.status == "cancelled"
+
+
+@pytest.mark.django_db
 def test_lost_attempt_needs_reconciliation_when_reruns_are_off(make_task, settings):
     settings.REPORTS_RERUN_LOST_ATTEMPTS = False
     task = make_task()
