@@ -133,11 +133,11 @@ def cancel_task(task: Task) -> bool:
     a task that reached `finalizing` completes.
     """
     while True:
-        task.refresh_from_db(fields=["status"])
+        task.refresh_from_db(fields=["status", "attempt_count"])
         if task.status == Status.CANCELLED:
             return True
         if task.status == Status.QUEUED:
-            if end_task(task.pk, Status.QUEUED, events.cancelled(partial=False)):
+            if end_task(task.pk, Status.QUEUED, events.cancelled(partial=_text_kept(task))):
                 return True
         elif task.status in LEASED:
             asked = Task.objects.filter(pk=task.pk, status__in=LEASED).update(
@@ -148,6 +148,15 @@ def cancel_task(task: Task) -> bool:
                 return True
         else:
             return False
+
+
+def _text_kept(task: Task) -> bool:
+    """Whether a queued task's latest attempt kept text: one whose worker was lost after
+    text arrived. Its text is the task's, shown and counted in its body, so a cancel that
+    ends it in the queue says it ended partial."""
+    return (
+        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count).exclude(text="").exists()
+    )
 
 
 def _cancel_instead(task_id, frm: str, expect_epoch: int | None, attempt: AttemptEnd | None):

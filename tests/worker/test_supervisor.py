@@ -87,6 +87,19 @@ def test_cancel_of_a_queued_task_is_immediate(make_task, alice_client):
 
 
 @pytest.mark.django_db
+def test_a_queued_task_cancelled_after_its_lost_attempt_wrote_text_says_so(make_task, alice_client):
+    task = make_task()
+    claim = claim_next_task("a-worker-that-dies")
+    Task.objects.append_event(task.pk, claim.epoch, events.delta("# Half a rep"))
+    expire_lease(task)
+    reap_expired_leases()  # queued for another attempt, the first one's text kept and shown
+    body = alice_client.post(f"/api/tasks/{task.pk}/cancel").json()
+    assert (body["status"], body["text_length"], body["partial"]) == ("cancelled", 12, True)
+    terminal = TaskEvent.objects.filter(task=task).last()
+    assert (terminal.type, terminal.data["partial"]) == ("cancelled", True)
+
+
+@pytest.mark.django_db
 def test_cancel_of_a_finished_task_is_refused(make_task, alice_client, worker):
     task = make_task()
     run_all(worker)
