@@ -12,8 +12,9 @@ is read in a plan of calls. For `--duration` seconds tasks are submitted over th
 document and a scenario drawn at random; a third followed live over the event stream,
 which resumes after each drop), and every one to four seconds a fault is drawn: a worker
 killed (SIGKILL) and another started, a worker stopped (SIGTERM, left to finish what it
-runs) and another started, a running task cancelled, an ended task retried, the web
-process killed or stopped and started again on its port. Then the faults stop, every
+runs) and another started, a running task cancelled (and at times a worker killed at
+once, before the cancel reaches its runner), an ended task retried, the web process
+killed or stopped and started again on its port. Then the faults stop, every
 task is given `--settle` seconds to end, a few tasks are replayed from their first event
 over the event stream and the WebSocket, and the invariants are judged.
 
@@ -33,7 +34,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -83,15 +83,18 @@ PLAN_SCENARIOS = {"ok": 3, "error": 1}
 FAULTS = {  # fault → weight
     "kill_worker": 3,
     "stop_worker": 2,
-    "cancel": 4,
+    "cancel": 3,
+    "cancel_and_kill": 2,  # a worker dies while a cancel is on its way to its runner
     "retry": 2,
     "restart_web": 1,
 }
 IN_FLIGHT = 16  # unfinished tasks past which no more are submitted for now
 FOLLOWED_SHARE = 1 / 3
 REPLAYS = 8
-TERMINAL = frozenset({"succeeded", "failed", "cancelled", "reconciliation_required"})
-DOWN = (urllib.error.URLError, ConnectionError, http.client.HTTPException, TimeoutError, OSError)
+TERMINAL = chaos_checks.TERMINAL
+# A server down or going: refused, reset or timed out (OSErrors, URLError among them), or
+# an answer cut off.
+DOWN = (OSError, http.client.HTTPException)
 
 
 class Api:
@@ -268,12 +271,11 @@ class Soak:
                 self.observed.refused[status] = self.observed.refused.get(status, 0) + 1
             return
         task_id = body["task_id"]
-        with self.lock:
+        with self.lock:  # a retry's answer may replay a task the submitter made
             self.observed.tasks.setdefault(task_id, record)
             self.statuses.setdefault(task_id, body["status"])
-        with self.lock:
             followed = None
-            if self.load_rng.random() < FOLLOWED_SHARE and task_id not in self.observed.followed:
+            if task_id not in self.observed.followed and self.load_rng.random() < FOLLOWED_SHARE:
                 self.observed.followed[task_id] = followed = Followed()
         if followed is not None:
             self._thread(self.follow, task_id, followed)
@@ -335,7 +337,7 @@ class Soak:
         detail = getattr(self, f"_{kind}")()
         at = round(time.monotonic() - self.started, 1)
         self.observed.faults.append([at, kind, detail])
-        print(f"{at:7.1f} s  {kind:12s} {detail}", flush=True)
+        print(f"{at:7.1f} s  {kind:15s} {detail}", flush=True)
 
     def _kill_worker(self) -> str:
         return self.system.kill_worker(self.faults_rng)
@@ -365,6 +367,12 @@ class Soak:
             }
         )
         return f"{task_id} → {status} {(body or {}).get('status', '')}"
+
+    def _cancel_and_kill(self) -> str:
+        """Cancel a running task and kill a worker at once, before a runner in another
+        process reads the cancel (at its next chunk write or lease renewal): half the
+        time the one that holds the task."""
+        return f"{self._cancel()}; {self._kill_worker()}"
 
     def _retry(self) -> str:
         task_id = self._pick(TERMINAL)
@@ -524,5 +532,4 @@ def report(args, observed: Observed, audit: dict, settled_s: float, resent: int,
 
 
 if __name__ == "__main__":
-    socket.setdefaulttimeout(60)
     main()
