@@ -461,8 +461,8 @@ REPORTS_MAX_OUTPUT_TOKENS = env_int(
 # A stream that keeps repeating itself is stopped: failed / degenerate_output.
 REPORTS_STOP_LOOPS = env_bool("REPORTS_STOP_LOOPS", True)
 # A sentence of the report that copies a passage word for word, and cites nothing, gets
-# that passage's citation at finalization (reports/quotes.py). Off: it changes the saved
-# report; the demo turns it on for a local model, which never cites.
+# that passage's citation at finalization (reports/worker/quotes.py). Off: it changes the
+# saved report; the demo turns it on for a local model, which never cites.
 REPORTS_CITE_QUOTES = env_bool("REPORTS_CITE_QUOTES", False)
 REPORTS_RETRY_MAX_WAIT_S = env_number("REPORTS_RETRY_MAX_WAIT_S", 60, minimum=0)
 # The provider's circuit (docs/providers.md): calls in a row failed for the provider's own

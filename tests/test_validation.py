@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reports.parsers.passages import Passage
-from reports.quotes import cite_quotes
 from reports.rendering import render_markdown
 from reports.validation import settle_citations, validate_report
+from reports.worker.quotes import cite_quotes
 
 VALID = """# Quarterly review
 
@@ -256,7 +256,7 @@ def test_any_citation_soup_settles_to_known_ids_and_a_valid_report(summary, poin
     assert settle_citations(settled, PASSAGES) == (settled, 0)
 
 
-# --- quotes cited (REPORTS_CITE_QUOTES; reports/quotes.py) ------------------------------
+# --- quotes cited (REPORTS_CITE_QUOTES; reports/worker/quotes.py) ----------------------
 
 TIDES = [
     Passage(

@@ -45,7 +45,6 @@ from reports.providers.base import (
     Usage,
 )
 from reports.providers.prompts import prompt_chars
-from reports.quotes import cite_quotes
 from reports.streaming import broadcast
 from reports.validation import settle_citations, validate_report
 from reports.worker import attempt_core, breaker, chunk_writes, plan_store, prepared
@@ -64,6 +63,7 @@ from reports.worker.leases import Claim, LeaseLost, mark_parsing, mark_sent
 from reports.worker.outcome import Outcome
 from reports.worker.plan_store import CallEnd, TaskInput
 from reports.worker.preparation import DocumentToRead, read_once, until_stopped
+from reports.worker.quotes import cite_quotes
 from reports.worker.retries import RetryPolicy
 from reports.worker.slots import SpareSlots
 
