@@ -33,11 +33,13 @@ from reports.webhooks import outbox
 @dataclass(frozen=True)
 class AttemptEnd:
     """The end of the attempt that leaves its task: the fields its row gets, and its
-    `attempt.ended` line, written once the end commits (before the task's own line)."""
+    `attempt.ended` line, written once the end commits (before the task's own line). The
+    line is told the attempt's status and the task's as they were written: a requeue a
+    cancel turned into the task's end says so."""
 
     attempt_id: object
     fields: dict
-    log: Callable[[], None] | None = None
+    log: Callable[[str, str], None] | None = None  # (attempt's status, task's status)
 
 
 def end_task(
@@ -197,4 +199,4 @@ def _announce(event: Event, attempt: AttemptEnd | None) -> None:
     """Once the change committed: fan its event out, and log the attempt's end."""
     broadcast.publish_sync([event])
     if attempt is not None and attempt.log is not None:
-        attempt.log()
+        attempt.log(attempt.fields["status"], event.status)

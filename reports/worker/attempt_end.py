@@ -207,8 +207,9 @@ def billed_nothing(record: AttemptRecord, outcome: Outcome) -> bool:
     )
 
 
-def log_end(record: AttemptRecord, outcome: Outcome) -> None:
-    """Write the `attempt.ended` line and annotate the attempt's trace span."""
+def log_end(record: AttemptRecord, outcome: Outcome, status: str, task_status: str) -> None:
+    """Write the `attempt.ended` line, with the attempt's and the task's `status` and
+    `task_status` as its end wrote them, and annotate the attempt's trace span."""
     usage = {
         "input_tokens": record.usage.input_tokens,
         "output_tokens": record.usage.output_tokens,
@@ -219,8 +220,8 @@ def log_end(record: AttemptRecord, outcome: Outcome) -> None:
         log,
         "attempt.ended",
         attempt=record.number,
-        status=ATTEMPT_STATUS[outcome.status],
-        task_status=outcome.status,
+        status=status,
+        task_status=task_status,
         error_type=outcome.error_type or None,
         retry_after_s=outcome.retry_after_s,
         first_text_ms=record.first_text_ms,
@@ -232,6 +233,6 @@ def log_end(record: AttemptRecord, outcome: Outcome) -> None:
         provider_request_id=record.request_id or None,
     )
     tracing.annotate(
-        **{"reportline.status": outcome.status, "reportline.error_type": outcome.error_type},
+        **{"reportline.status": task_status, "reportline.error_type": outcome.error_type},
         **{f"gen_ai.usage.{k}": v for k, v in usage.items() if k.endswith("tokens")},
     )

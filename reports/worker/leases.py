@@ -294,7 +294,7 @@ def _reap(task: Task) -> list[Event]:
     attempt = lifecycle.AttemptEnd(
         attempt_id,
         attempt_end,
-        log=lambda: log_reaped(task.pk, attempt_id, task.attempt_count, to),
+        log=lambda status, to: log_reaped(task.pk, attempt_id, task.attempt_count, to, status),
     )
     if to == Status.QUEUED:
         event = lifecycle.requeue_task(
@@ -356,13 +356,8 @@ def _fail_poison(task: Task, attempt_id) -> list[Event]:
             "usage_source": "missing",
             "cost_micros": 0,  # the provider was never called
         },
-        log=lambda: log_reaped(
-            task.pk,
-            attempt_id,
-            task.attempt_count,
-            Status.FAILED,
-            status=AttemptStatus.FAILED,
-            error_type=ErrorType.INVALID_INPUT,
+        log=lambda status, to: log_reaped(
+            task.pk, attempt_id, task.attempt_count, to, status, error_type=ErrorType.INVALID_INPUT
         ),
     )
     event = lifecycle.end_task(

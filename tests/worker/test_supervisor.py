@@ -2,6 +2,7 @@
 
 import asyncio
 import datetime as dt
+import logging
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -215,14 +216,21 @@ def test_reaper_leaves_live_leases_alone(make_task):
 
 @pytest.mark.django_db
 def test_a_cancel_asked_before_its_worker_died_ends_the_task_instead_of_running_it_again(
-    make_task,
+    make_task, caplog
 ):
     task = make_task()
     claim = claim_next_task("a-worker-that-dies")
     Task.objects.append_event(task.pk, claim.epoch, events.delta("# Half a rep"))
     assert lifecycle.cancel_task(task)  # 202: asked; its worker dies before it reads it
     expire_lease(task)
-    reap_expired_leases()
+    with caplog.at_level(logging.INFO):
+        reap_expired_leases()
+    [line] = [r for r in caplog.records if r.getMessage() == "attempt.ended"]
+    # Its line says where the task went, as its rows do: not back to the queue.
+    assert (line.event_fields["status"], line.event_fields["task_status"]) == (
+        "interrupted",
+        "cancelled",
+    )
     assert claim_next_task("w") is None  # no second attempt runs it
     task.refresh_from_db()
     assert task.status == "cancelled"
