@@ -173,9 +173,10 @@ class AttemptRun:
             outcome = await self._stages()
             if outcome.status == Status.FINALIZING:
                 outcome = await self._finalize()
-            if outcome.status != Status.SUCCEEDED:
-                await self._end(outcome)
-            return RunResult(outcome.status)
+            if outcome.status == Status.SUCCEEDED:
+                return RunResult(outcome.status)
+            # What the end wrote: a retry a cancel asked for meanwhile ends the task.
+            return RunResult(await self._end(outcome))
         except LeaseLost:
             log_event(log, "attempt.lease_lost", logging.WARNING, status="lease_lost")
             return LOST
@@ -687,14 +688,16 @@ class AttemptRun:
 
     # --- the end ------------------------------------------------------------------------
 
-    async def _end(self, outcome: Outcome, **task_fields) -> None:
-        """Write the attempt's end and the task's new status in one transaction."""
+    async def _end(self, outcome: Outcome, **task_fields) -> str:
+        """Write the attempt's end and the task's new status in one transaction; return
+        that status."""
         await self._announced()
         ended = await threads.on_worker_thread(write_end)(
             self.record(), outcome, clock=self.clock, **task_fields
         )
         if ended is None:
             raise LeaseLost(self.task_id)
+        return ended.status
 
     def record(self) -> AttemptRecord:
         """Return what this attempt leaves behind, as it stands now."""
