@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import random
 import re
 import shutil
 import signal
@@ -164,9 +165,28 @@ def scratch_dir() -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """Return a loopback port nothing listens on, chosen below the kernel's ephemeral range.
+
+    A port the kernel hands out for `bind(0)` comes from the range it also gives outgoing
+    connections their source ports from: between this call and the server's own bind, a
+    database or Redis connection of any process could take it. Below the range, only
+    another listener can."""
+    low = _ephemeral_low()
+    for port in random.sample(range(max(1024, low - 12000), low), 200):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 @dataclass

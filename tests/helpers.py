@@ -25,6 +25,7 @@ from django.db import connection, connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from bench.harness import free_port  # noqa: F401  (one way to pick a port, for every test)
 from reports import storage, submissions
 from reports.models import Attempt, AttemptStatus, Document, Status, Task, TaskEvent
 from reports.parsers import passages
@@ -265,12 +266,6 @@ def database_url(db: dict) -> str:
 def lines_of(stream: io.StringIO) -> list[dict]:
     """Parse every line the configured handler wrote; each must be one JSON object."""
     return [json.loads(line) for line in stream.getvalue().splitlines()]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for_port(port: int, timeout: float) -> None:
