@@ -20,7 +20,7 @@ import math
 from django.conf import settings
 from django.db import transaction
 
-from reports.models import ProviderFigures, Status, Task
+from reports.models import CompiledRead, ProviderFigures, Status, Task
 
 DECREASE = 0.5  # the limit's share kept after an overload
 # A call that waited longer than this inside the server before it began reading was queued
@@ -35,9 +35,15 @@ def provider_key() -> str:
     return f"{name} {options.get('base_url', '')} {settings.REPORTS_MODEL}"
 
 
+_FIGURES = CompiledRead(
+    lambda key: ProviderFigures.objects.filter(key=key)[:1],
+    lambda key: [(ProviderFigures._meta.get_field("key"), key)],
+)
+
+
 def read_figures(key: str | None = None) -> ProviderFigures | None:
     """What is kept of the provider: its slots, learned limit and reading rate."""
-    return ProviderFigures.objects.filter(key=key or provider_key()).first()
+    return _FIGURES.instance(key or provider_key())  # every claim reads it
 
 
 def ceiling(figures: ProviderFigures | None) -> int | None:

@@ -69,10 +69,15 @@ class Gate:
     def closed(self) -> bool:
         return self.circuit is None or self.circuit.is_closed
 
+    @property
+    def lets_all(self) -> bool:
+        """Whether every queued task may be claimed: while closed or when a probe is due."""
+        return self.closed or self.probe_due
+
     def filter(self, queued):
         """Narrow the claimable tasks: all while closed or when a probe is due; else only
         the tasks past their deadline (they end `timeout` without a call)."""
-        if self.closed or self.probe_due:
+        if self.lets_all:
             return queued
         return queued.filter(**_past_deadline())
 

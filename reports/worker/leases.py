@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -22,6 +23,7 @@ from reports.models import (
     LEASED,
     Attempt,
     AttemptStatus,
+    CompiledRead,
     ErrorType,
     Event,
     PlanCall,
@@ -80,13 +82,73 @@ class Slots:
     owners_at_cap: list
 
 
+_STATUS, _LANE, _OWNER = (Task._meta.get_field(name) for name in ("status", "lane", "owner"))
+# What the claim hands on of the task it takes, that claiming does not change.
+_HEAD = (
+    "id",
+    "epoch",
+    "attempt_count",
+    "lane",
+    "created_at",
+    "request_id",
+    "trace_id",
+    "traceparent",
+    "model",
+)
+# The claim's reads, compiled once (reports.models.compiled): most of a claim's time was
+# the ORM building them, on the thread and before the call every first text waits for.
+_ANY_ELIGIBLE = CompiledRead(
+    lambda lanes: Task.objects.eligible().filter(lane__in=lanes).values_list("pk")[:1],
+    lambda lanes: [(_STATUS, Status.QUEUED), *((_LANE, lane) for lane in lanes)],
+    shape=len,
+)
+_LIVE_LEASES = CompiledRead(
+    lambda: (
+        Task.objects.live_leases()
+        .values_list("lane", "owner_id")
+        .annotate(n=Count("id"))
+        .order_by()
+    ),
+    lambda: [(_STATUS, status) for status in LEASED],
+)
+
+
+def _eligible_of(lanes, owners_skipped):
+    queued = Task.objects.eligible().filter(lane__in=lanes)
+    return queued.exclude(owner_id__in=owners_skipped) if owners_skipped else queued
+
+
+_OLDEST = CompiledRead(
+    lambda lanes, skipped: (
+        _eligible_of(lanes, skipped).order_by(*CLAIM_ORDER).values_list(*_HEAD)[:1]
+    ),
+    lambda lanes, skipped: [
+        (_STATUS, Status.QUEUED),
+        *((_LANE, lane) for lane in lanes),
+        *((_OWNER, owner) for owner in skipped),
+    ],
+    shape=lambda lanes, skipped: (len(lanes), len(skipped)),
+)
+
+
+class _Head(NamedTuple):
+    pk: object
+    epoch: int
+    attempt_count: int
+    lane: str
+    created_at: datetime
+    request_id: str
+    trace_id: str
+    traceparent: str
+    model: str
+
+
 def free_slots(lanes) -> Slots:
     """Count the live leases once, by lane and owner (one grouped read of at most
     REPORTS_MAX_RUNNING rows): the lanes, among `lanes`, with a free slot under the caps
     ([] when full), and the owners with `REPORTS_USER_MAX_RUNNING` or more running."""
-    live = Task.objects.live_leases().values_list("lane", "owner_id").annotate(n=Count("id"))
     by_lane, by_owner = Counter(), Counter()
-    for lane, owner, n in live.order_by():
+    for lane, owner, n in _LIVE_LEASES.rows():
         by_lane[lane] += n
         by_owner[owner] += n
     if by_lane.total() >= settings.REPORTS_MAX_RUNNING:
@@ -97,6 +159,15 @@ def free_slots(lanes) -> Slots:
         [lane for lane in lanes if by_lane[lane] < limits.get(lane, 0)],
         [owner for owner, n in by_owner.items() if n >= cap],
     )
+
+
+def _oldest(circuit: breaker.Gate, lanes, owners_skipped) -> tuple | None:
+    """The oldest claimable task's `_HEAD` (compiled once, unless an open circuit narrows
+    the claimable to the tasks past their deadline, which is rare)."""
+    if circuit.lets_all:
+        return _OLDEST.first(lanes, owners_skipped)
+    claimable = circuit.filter(_eligible_of(lanes, owners_skipped))
+    return claimable.order_by(*CLAIM_ORDER).values_list(*_HEAD).first()
 
 
 def claim_next_task(
@@ -118,7 +189,8 @@ def claim_next_task(
     lock nor waits for another claimer. A task queued after that read wakes the loop
     again when it commits.
     """
-    if not Task.objects.eligible().filter(lane__in=lanes).exists():
+    lanes = tuple(dict.fromkeys(lanes))
+    if _ANY_ELIGIBLE.first(lanes) is None:
         return None
     with transaction.atomic():
         if connection.vendor == "postgresql":
@@ -131,29 +203,14 @@ def claim_next_task(
         if not concurrency.has_free_seat(figures):  # calls at once (docs/providers.md)
             return None
         circuit = breaker.gate(clock)
-        claimable = (
-            circuit.filter(Task.objects.eligible().filter(lane__in=slots.lanes))
-            .order_by(*CLAIM_ORDER)
-            # With what the claim hands on that claiming does not change: no read after.
-            .only(
-                "id",
-                "epoch",
-                "attempt_count",
-                "lane",
-                "created_at",
-                "request_id",
-                "trace_id",
-                "traceparent",
-                "model",
-            )
-        )
-        task = None
+        head = None
         if slots.owners_at_cap:  # the others' first; none waits: the cap holds nobody back
-            task = claimable.exclude(owner_id__in=slots.owners_at_cap).first()
-        if task is None:
-            task = claimable.first()
-        if task is None:
+            head = _oldest(circuit, slots.lanes, slots.owners_at_cap)
+        if head is None:
+            head = _oldest(circuit, slots.lanes, ())
+        if head is None:
             return None
+        task = _Head(*head)
         number, epoch = task.attempt_count + 1, task.epoch + 1
         admitted = circuit.admit(task.pk, epoch)
         if admitted is None:

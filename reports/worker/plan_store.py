@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models.functions import Now
 
-from reports.models import PlanCall, Status, Task
+from reports.models import CompiledRead, PlanCall, Status, Task
 from reports.parsers.passages import Passage
 from reports.parsers.planning import FINAL, PART, Plan, Step
 from reports.providers import report_writer
@@ -34,12 +34,19 @@ class TaskInput:
 def stored_task(claim: Claim) -> tuple[TaskInput, Plan | None, int]:
     """Return the task's input, the plan an earlier attempt stored (if any, of the
     current prompt) and the task's owner."""
-    task = Task.objects.only("owner_id", "instructions", "scenario", "plan").get(pk=claim.task_id)
-    stored = task.plan
+    owner_id, instructions, scenario, stored = _STORED_TASK.rows(claim.task_id)[0]
     current = stored and stored.get("prompt_version") == PROMPT_VERSION
     plan = Plan.from_json(stored) if current else None
-    task_input = TaskInput(str(claim.task_id), claim.number, task.instructions, task.scenario)
-    return task_input, plan, task.owner_id
+    return TaskInput(str(claim.task_id), claim.number, instructions, scenario), plan, owner_id
+
+
+# Every attempt reads it before its call: compiled once (reports.models.compiled).
+_STORED_TASK = CompiledRead(
+    lambda task_id: Task.objects.filter(pk=task_id).values_list(
+        "owner_id", "instructions", "scenario", "plan"
+    ),
+    lambda task_id: [(Task._meta.pk, task_id)],
+)
 
 
 def store_plan(claim: Claim, plan: Plan) -> bool:

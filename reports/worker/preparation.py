@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 
 from reports import storage, threads
-from reports.models import Document, PreparedText, SourcePassage
+from reports.models import CompiledRead, Document, PreparedText, SourcePassage
 from reports.parsers import PARSER_VERSION, parser_for, sandbox
 from reports.parsers.base import Extracted, ParseError
 from reports.parsers.passages import Passage
@@ -39,19 +39,38 @@ def documents_to_read(task_id, owner_id: int) -> list[DocumentToRead]:
     A short read on the shared database thread: the parse of what is missing happens
     elsewhere (`read_document`), its text is stored after (`store_prepared_text`).
     """
-    documents = list(Document.objects.filter(task_id=task_id).order_by("position"))
+    documents = _DOCUMENTS.rows(task_id)
+    hashes = tuple(dict.fromkeys(sha256 for _, sha256, _ in documents))
     prepared = {
         sha256: Extracted(text, tuple(ocr_pages))
-        for sha256, text, ocr_pages in PreparedText.objects.filter(
-            owner_id=owner_id,
-            sha256__in={doc.sha256 for doc in documents},
-            parser_version=PARSER_VERSION,
-        ).values_list("sha256", "text", "ocr_pages")
+        for sha256, text, ocr_pages in (_PREPARED.rows(owner_id, hashes) if hashes else ())
     }
     return [
-        DocumentToRead(owner_id, doc.name, doc.sha256, doc.storage_name, prepared.get(doc.sha256))
-        for doc in documents
+        DocumentToRead(owner_id, name, sha256, storage_name, prepared.get(sha256))
+        for name, sha256, storage_name in documents
     ]
+
+
+# Every attempt reads them before its call: compiled once (reports.models.compiled).
+_DOCUMENTS = CompiledRead(
+    lambda task_id: (
+        Document.objects.filter(task_id=task_id)
+        .order_by("position")
+        .values_list("name", "sha256", "storage_name")
+    ),
+    lambda task_id: [(Document._meta.get_field("task"), task_id)],
+)
+_PREPARED = CompiledRead(
+    lambda owner_id, hashes: PreparedText.objects.filter(
+        owner_id=owner_id, sha256__in=hashes, parser_version=PARSER_VERSION
+    ).values_list("sha256", "text", "ocr_pages"),
+    lambda owner_id, hashes: [
+        (PreparedText._meta.get_field("owner"), owner_id),  # the ORM's order: by name
+        (PreparedText._meta.get_field("parser_version"), PARSER_VERSION),
+        *((PreparedText._meta.get_field("sha256"), sha256) for sha256 in hashes),
+    ],
+    shape=lambda owner_id, hashes: len(hashes),
+)
 
 
 def read_document(
@@ -196,8 +215,20 @@ STORE_BATCH = 500
 
 
 def stored_passages(task_id) -> list[Passage]:
-    rows = SourcePassage.objects.filter(task_id=task_id).order_by("number")
-    return [Passage(r.number, r.document, r.section or None, r.page, r.text) for r in rows]
+    return [
+        Passage(number, document, section or None, page, text)
+        for number, document, section, page, text in _PASSAGES.rows(task_id)
+    ]
+
+
+_PASSAGES = CompiledRead(
+    lambda task_id: (
+        SourcePassage.objects.filter(task_id=task_id)
+        .order_by("number")
+        .values_list("number", "document", "section", "page", "text")
+    ),
+    lambda task_id: [(SourcePassage._meta.get_field("task"), task_id)],
+)
 
 
 def store_passages(task_id, passages: list[Passage]) -> list[Passage]:

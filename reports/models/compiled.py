@@ -1,0 +1,103 @@
+"""Reads on a report's way to its provider call, compiled by the ORM once and then reused.
+
+A claim and the reads that follow it are a dozen small statements, each built and compiled
+by the ORM for every report: about nine tenths of their time is that compiling, not the
+database's work, and the first text waits for all of it. A `CompiledRead` keeps the
+ORM's SQL for each shape of its query (per connection) and, after that, only fills in the
+parameters and converts the rows as the ORM would.
+
+The SQL stays the ORM's, so what a query means is written once, as a queryset. What a
+compiled read adds is the list of its parameters; the first time each shape is compiled,
+that list is checked against the ORM's own, and a difference raises.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db import connections
+from django.db.models import Field, QuerySet
+
+
+class ParametersDiffer(AssertionError):
+    """A compiled read's parameters are not those the ORM compiled for the same query."""
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    sql: str
+    compiler: object  # the ORM's SQL compiler: its converters turn rows into values
+    converters: dict
+    model: type  # for a read of model instances: the model and its columns' names
+    names: list[str]
+
+
+class CompiledRead:
+    """One read, written as a queryset, whose SQL is compiled once per connection and shape.
+
+    `build(*args)` returns the queryset (a `values_list`, so rows come back as tuples);
+    `parameters(*args)` returns, in the order the ORM puts them, (field, value) for each
+    parameter, the value as the caller has it (the field prepares it for the database).
+    `shape(*args)` names what changes the SQL text besides the values (how many items an
+    `IN` holds, an optional condition): calls of one shape share one compiled statement.
+    """
+
+    def __init__(
+        self,
+        build: Callable[..., QuerySet],
+        parameters: Callable[..., Iterable[tuple[Field, object]]],
+        shape: Callable[..., Hashable] = lambda *args: (),
+    ):
+        self._build = build
+        self._parameters = parameters
+        self._shape = shape
+        self._by_connection: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def rows(self, *args, using: str = "default") -> list[Sequence]:
+        return self._run(args, using)[1]
+
+    def first(self, *args, using: str = "default") -> Sequence | None:
+        rows = self.rows(*args, using=using)
+        return rows[0] if rows else None
+
+    def instance(self, *args, using: str = "default"):
+        """The first row as a model instance, for a `build` that returns model instances
+        (a plain queryset), as the ORM's `first()` would give it; None when there is none."""
+        statement, rows = self._run(args, using)
+        if not rows:
+            return None
+        return statement.model.from_db(using, statement.names, rows[0])
+
+    def _run(self, args, using: str) -> tuple[_Compiled, list[Sequence]]:
+        connection = connections[using]
+        values = [
+            field.get_db_prep_value(value, connection, prepared=False)
+            for field, value in self._parameters(*args)
+        ]
+        compiled = self._by_connection.setdefault(connection, {})
+        shape = self._shape(*args)
+        statement = compiled.get(shape)
+        if statement is None:
+            statement = compiled[shape] = self._compile(connection, args, values)
+        with connection.cursor() as cursor:
+            cursor.execute(statement.sql, values)
+            rows = cursor.fetchall()
+        if statement.converters:
+            rows = list(statement.compiler.apply_converters(rows, statement.converters))
+        return statement, rows
+
+    def _compile(self, connection, args, values) -> _Compiled:
+        queryset = self._build(*args)
+        compiler = queryset.query.get_compiler(connection=connection)
+        sql, orm_values = compiler.as_sql()
+        if list(orm_values) != values:
+            raise ParametersDiffer(f"{self._build}: {values!r} where the ORM has {orm_values!r}")
+        selected = compiler.select[: compiler.col_count]
+        names = []  # as the ORM's ModelIterable finds them
+        if compiler.klass_info and not queryset.query.values_select:
+            fields = compiler.klass_info["select_fields"]
+            names = [selected[i][0].target.attname for i in range(fields[0], fields[-1] + 1)]
+        converters = compiler.get_converters([column for column, _, _ in selected])
+        return _Compiled(sql, compiler, converters, queryset.model, names)

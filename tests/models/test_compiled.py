@@ -1,0 +1,130 @@
+"""Reads compiled once give what the ORM gives, every time after the first, on both
+databases; a read whose parameters are not the ORM's fails at once."""
+
+from datetime import timedelta
+
+import pytest
+from django.db.models import Count
+from django.forms.models import model_to_dict
+from django.utils import timezone
+
+from reports.models import (
+    CircuitState,
+    CompiledRead,
+    ProviderCircuit,
+    ProviderFigures,
+    Status,
+    Task,
+)
+from reports.models.compiled import ParametersDiffer
+from reports.providers import concurrency
+from reports.worker import leases
+
+pytestmark = pytest.mark.django_db
+
+LANES = [("short",), ("long",), ("short", "long")]
+
+
+@pytest.fixture
+def tasks(alice, bob):
+    """Queued, delayed, running and expired tasks of two owners in both lanes."""
+    now = timezone.now()
+    made = []
+    for i, (owner, lane, status, not_before, lease) in enumerate(
+        [
+            (alice, "short", Status.QUEUED, None, None),
+            (bob, "short", Status.QUEUED, now - timedelta(seconds=5), None),
+            (alice, "long", Status.QUEUED, now + timedelta(hours=1), None),  # not yet
+            (bob, "long", Status.QUEUED, None, None),
+            (alice, "short", Status.RUNNING, None, now + timedelta(minutes=5)),
+            (bob, "long", Status.RUNNING, None, now + timedelta(minutes=5)),
+            (bob, "short", Status.RUNNING, None, now - timedelta(minutes=5)),  # expired
+            (alice, "short", Status.SUCCEEDED, None, None),
+        ]
+    ):
+        task = Task.objects.create(
+            owner=owner,
+            lane=lane,
+            status=status,
+            not_before=not_before,
+            lease_expires_at=lease,
+            content_sha256=f"x{i}",
+            request_id=f"req-{i}",
+        )
+        # Out of creation order, so the claim's order is the one under test.
+        Task.objects.filter(pk=task.pk).update(created_at=now - timedelta(minutes=(i * 7) % 5))
+        made.append(task)
+    return made
+
+
+def _orm_oldest(lanes, skipped):
+    queued = Task.objects.eligible().filter(lane__in=lanes).exclude(owner_id__in=skipped)
+    row = queued.order_by("created_at", "pk").values_list(*leases._HEAD).first()
+    return None if row is None else tuple(row)
+
+
+def test_the_claims_reads_give_what_the_orm_gives_again_and_again(tasks, alice, bob):
+    for _ in range(2):  # the second round runs the statements compiled by the first
+        for lanes in LANES:
+            expected = Task.objects.eligible().filter(lane__in=lanes).exists()
+            assert (leases._ANY_ELIGIBLE.first(lanes) is not None) == expected
+            for skipped in [(), (alice.pk,), (bob.pk,), (alice.pk, bob.pk)]:
+                found = leases._OLDEST.first(lanes, skipped)
+                assert (None if found is None else tuple(found)) == _orm_oldest(lanes, skipped)
+        grouped = Task.objects.live_leases().values_list("lane", "owner_id")
+        expected = sorted(grouped.annotate(n=Count("id")).order_by())
+        assert sorted(map(tuple, leases._LIVE_LEASES.rows())) == expected
+        # What the next round reads has moved: a new oldest, a lease fewer.
+        Task.objects.filter(pk=tasks[0].pk).update(status=Status.CANCELLED)
+        Task.objects.filter(pk=tasks[4].pk).update(lease_expires_at=timezone.now())
+
+
+def test_the_oldest_comes_back_with_its_times_aware_and_its_id_a_uuid(tasks):
+    head = leases._Head(*leases._OLDEST.first(("short", "long"), ()))
+    task = Task.objects.get(pk=head.pk)
+    assert head.created_at == task.created_at and timezone.is_aware(head.created_at)
+    assert (head.lane, head.request_id, head.epoch) == (task.lane, task.request_id, task.epoch)
+
+
+def test_a_model_read_gives_the_instance_first_would(db):
+    assert ProviderCircuit.objects.current() is None
+    assert concurrency.read_figures("nobody's") is None
+    ProviderCircuit.objects.create(
+        provider="simulated", state=CircuitState.OPEN, trips=2, retry_at=timezone.now()
+    )
+    ProviderFigures.objects.create(key="the key", slots=3, reading_tokens_per_s=140.5)
+    circuit = ProviderCircuit.objects.current()
+    orm = ProviderCircuit.objects.filter(provider="simulated").first()
+    assert model_to_dict(circuit) == model_to_dict(orm)
+    assert circuit.changed_at == orm.changed_at and timezone.is_aware(circuit.changed_at)
+    assert not circuit._state.adding  # saved as the row it was read from
+    circuit.state = CircuitState.CLOSED
+    circuit.save()
+    assert ProviderCircuit.objects.current().is_closed
+    figures = concurrency.read_figures("the key")
+    assert (figures.slots, figures.reading_tokens_per_s) == (3, 140.5)
+
+
+def test_each_shape_is_compiled_once_and_filled_in_after(tasks):
+    built = []
+
+    def build(lanes):
+        built.append(len(lanes))
+        return Task.objects.filter(lane__in=lanes).values_list("lane").order_by("lane")
+
+    lane = Task._meta.get_field("lane")
+    read = CompiledRead(build, lambda lanes: [(lane, name) for name in lanes], shape=len)
+    assert {row[0] for row in read.rows(("short",))} == {"short"}
+    assert {row[0] for row in read.rows(("long",))} == {"long"}  # same shape, new value
+    assert {row[0] for row in read.rows(("long", "short"))} == {"long", "short"}
+    assert built == [1, 2]
+
+
+def test_parameters_out_of_the_orms_order_fail_the_first_read():
+    lane, status = Task._meta.get_field("lane"), Task._meta.get_field("status")
+    read = CompiledRead(  # the ORM sorts a filter's keywords: lane comes before status
+        lambda: Task.objects.filter(status=Status.QUEUED, lane="short").values_list("pk"),
+        lambda: [(status, Status.QUEUED), (lane, "short")],
+    )
+    with pytest.raises(ParametersDiffer):
+        read.rows()
