@@ -37,6 +37,7 @@ from reports.exports import html, language
 from reports.models import (
     TERMINAL,
     Attempt,
+    CompiledRead,
     CostStatus,
     ErrorType,
     PlanCall,
@@ -121,17 +122,26 @@ def restarted_words(task_id, attempt: int) -> str:
 def running_times(task_id, attempt: int) -> tuple[int, Any]:
     """Return the milliseconds since the task was submitted (`submitted_elapsed_ms`) and
     when the running attempt started, in one query."""
-    row = (
+    row = _RUNNING_TIMES.first(task_id, attempt)
+    if row is None:
+        return submitted_elapsed_ms(task_id), None
+    return _ms(row[0]), row[1]
+
+
+# Every page of a running task reads it: compiled once (reports.models.compiled).
+_RUNNING_TIMES = CompiledRead(
+    lambda task_id, attempt: (
         Attempt.objects.filter(task_id=task_id, number=attempt)
         .annotate(
             elapsed=ExpressionWrapper(Now() - F("task__created_at"), output_field=DurationField())
         )
-        .values_list("elapsed", "started_at")
-        .first()
-    )
-    if row is None:
-        return submitted_elapsed_ms(task_id), None
-    return _ms(row[0]), row[1]
+        .values_list("elapsed", "started_at")[:1]
+    ),
+    lambda task_id, attempt: [
+        (Attempt._meta.get_field("number"), attempt),  # the ORM's order: by name
+        (Attempt._meta.get_field("task"), task_id),
+    ],
+)
 
 
 def waiting_context(started_at) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from django.db.models.sql import UpdateQuery
 from reports import events
 from reports.events import Draft, Event
 from reports.models import event_appends
+from reports.models.compiled import CompiledRead
 from reports.states import (
     ADMIN_RESOLUTIONS,
     LEASED,
@@ -46,9 +47,9 @@ class TaskQuerySet(models.QuerySet):
             uuid.UUID(str(task_id))
         except ValueError:
             return None
-        if user is None:
+        if user is None or not user.is_authenticated:
             return None
-        return self.for_user(user).filter(pk=task_id).first()
+        return _OWNED.instance(user.pk, task_id)  # every page, call and socket of a task
 
     def with_queue_position(self) -> TaskQuerySet:
         """Annotate `queue_place`: 1 for the next task to be claimed in its lane, 2 for the
@@ -485,3 +486,9 @@ class PreparedText(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.parser_version})"
+
+
+_OWNED = CompiledRead(
+    lambda owner_id, task_id: Task.objects.filter(owner_id=owner_id, pk=task_id)[:1],
+    lambda owner_id, task_id: [(Task._meta.get_field("owner"), owner_id), (Task._meta.pk, task_id)],
+)
