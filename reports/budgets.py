@@ -39,7 +39,7 @@ from django.db import transaction
 from django.db.models import BigIntegerField, F, Value
 from django.db.models.functions import Greatest, Least
 
-from reports.models import Attempt, Budget, CostStatus, Task
+from reports.models import Attempt, Budget, CompiledRead, CostStatus, Task
 from reports.providers.base import GenerationRequest
 from reports.providers.prompts import build_messages
 
@@ -185,6 +185,21 @@ def window_worst_case(output_tokens: int) -> tuple[int, int]:
     return settings.REPORTS_CONTEXT_TOKENS - output_tokens, output_tokens
 
 
+# Every report's way to its call reads it: compiled once (reports.models.compiled).
+_RESERVED = CompiledRead(
+    lambda task_id, epoch: (
+        Task.objects.select_for_update()
+        .filter(pk=task_id, epoch=epoch, cost_status=CostStatus.RESERVED)
+        .values_list("owner_id", "model", "reserved_micros")[:1]
+    ),
+    lambda task_id, epoch: [
+        (Task._meta.get_field("cost_status"), CostStatus.RESERVED),  # the ORM's order: by name
+        (Task._meta.get_field("epoch"), epoch),
+        (Task._meta.pk, task_id),
+    ],
+)
+
+
 def top_up(task_id, epoch: int, calls: list[tuple[int, int]]) -> int:
     """Raise the task's reservation to the worst case of the calls about to be made: one
     request, or every call of a plan (`worst_case` of each, in input and output tokens).
@@ -196,21 +211,17 @@ def top_up(task_id, epoch: int, calls: list[tuple[int, int]]) -> int:
     fails there rolls the whole back.
     """
     with transaction.atomic(savepoint=False):
-        task = (
-            Task.objects.select_for_update()
-            .filter(pk=task_id, epoch=epoch, cost_status=CostStatus.RESERVED)
-            .only("owner_id", "model", "reserved_micros")
-            .first()
-        )
-        if task is None or task.model not in settings.REPORTS_PRICES:
+        held = _RESERVED.first(task_id, epoch)  # locked till the transaction ends
+        if held is None or held[1] not in settings.REPORTS_PRICES:
             return 0
-        needed = sum(usage_cost(task.model, tokens, output, None) for tokens, output in calls)
-        extra = needed - task.reserved_micros
+        owner_id, model, reserved = held
+        needed = sum(usage_cost(model, tokens, output, None) for tokens, output in calls)
+        extra = needed - reserved
         if extra <= 0:
             return 0
-        if not _hold(task.owner_id, extra):
-            remaining = Budget.objects.get(user_id=task.owner_id).remaining_micros
-            raise BudgetExhausted(needed, remaining + task.reserved_micros)
+        if not _hold(owner_id, extra):
+            remaining = Budget.objects.get(user_id=owner_id).remaining_micros
+            raise BudgetExhausted(needed, remaining + reserved)
         Task.objects.filter(pk=task_id).update(reserved_micros=F("reserved_micros") + extra)
     return extra
 

@@ -2,7 +2,7 @@
 
 from reports.models.accounts import ApiToken, Budget
 from reports.models.breaker import CircuitState, ProviderCircuit
-from reports.models.compiled import CompiledRead
+from reports.models.compiled import CompiledRead, CompiledUpdate
 from reports.models.plans import PlanCall, SourcePassage
 from reports.models.providers import ProviderFigures
 from reports.models.sharing import ShareLink
@@ -48,6 +48,7 @@ __all__ = [
     "Budget",
     "CircuitState",
     "CompiledRead",
+    "CompiledUpdate",
     "CostStatus",
     "DeliveryStatus",
     "Document",

@@ -1,4 +1,5 @@
-"""Reads on a report's way to its provider call, compiled by the ORM once and then reused.
+"""Reads (and a few updates) on a report's way to its provider call, compiled by the ORM
+once and then reused.
 
 A claim and the reads that follow it are a dozen small statements, each built and compiled
 by the ORM for every report: about nine tenths of their time is that compiling, not the
@@ -8,7 +9,8 @@ parameters and converts the rows as the ORM would.
 
 The SQL stays the ORM's, so what a query means is written once, as a queryset. What a
 compiled read adds is the list of its parameters; the first time each shape is compiled,
-that list is checked against the ORM's own, and a difference raises.
+that list is checked against the ORM's own, and a difference raises. A `CompiledUpdate`
+does the same for a queryset's `update(**values)`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 
 from django.db import connections
 from django.db.models import Field, QuerySet
+from django.db.models.sql import UpdateQuery
 
 
 class ParametersDiffer(AssertionError):
@@ -34,14 +37,54 @@ class _Compiled:
     names: list[str]
 
 
-class CompiledRead:
+class _Statement:
+    """What a compiled read and a compiled update share: the parameters, prepared by their
+    fields, and the statement kept per connection and shape."""
+
+    def __init__(
+        self,
+        build: Callable[..., QuerySet],
+        parameters: Callable[..., Iterable[tuple[Field, object]]],
+        shape: Callable[..., Hashable],
+    ):
+        self._build = build
+        self._parameters = parameters
+        self._shape = shape
+        self._by_connection: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def _prepared(self, args, connection) -> list:
+        return [
+            field.get_db_prep_value(value, connection, prepared=False)
+            for field, value in self._parameters(*args)
+        ]
+
+    def _statement(self, args, connection, values) -> _Compiled:
+        compiled = self._by_connection.setdefault(connection, {})
+        shape = self._shape(*args)
+        statement = compiled.get(shape)
+        if statement is None:
+            statement = compiled[shape] = self._compile(connection, args, values)
+        return statement
+
+    def _checked(self, compiler, values) -> str:
+        sql, orm_values = compiler.as_sql()
+        if list(orm_values) != values:
+            raise ParametersDiffer(f"{self._build}: {values!r} where the ORM has {orm_values!r}")
+        return sql
+
+    def _compile(self, connection, args, values) -> _Compiled:
+        raise NotImplementedError
+
+
+class CompiledRead(_Statement):
     """One read, written as a queryset, whose SQL is compiled once per connection and shape.
 
-    `build(*args)` returns the queryset (a `values_list`, so rows come back as tuples);
-    `parameters(*args)` returns, in the order the ORM puts them, (field, value) for each
-    parameter, the value as the caller has it (the field prepares it for the database).
-    `shape(*args)` names what changes the SQL text besides the values (how many items an
-    `IN` holds, an optional condition): calls of one shape share one compiled statement.
+    `build(*args)` returns the queryset (a `values_list`, so rows come back as tuples, or
+    a plain one for `instance`); `parameters(*args)` returns, in the order the ORM puts
+    them, (field, value) for each parameter, the value as the caller has it (the field
+    prepares it for the database). `shape(*args)` names what changes the SQL text besides
+    the values (how many items an `IN` holds, an optional condition): calls of one shape
+    share one compiled statement.
     """
 
     def __init__(
@@ -50,10 +93,7 @@ class CompiledRead:
         parameters: Callable[..., Iterable[tuple[Field, object]]],
         shape: Callable[..., Hashable] = lambda *args: (),
     ):
-        self._build = build
-        self._parameters = parameters
-        self._shape = shape
-        self._by_connection: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        super().__init__(build, parameters, shape)
 
     def rows(self, *args, using: str = "default") -> list[Sequence]:
         return self._run(args, using)[1]
@@ -72,15 +112,8 @@ class CompiledRead:
 
     def _run(self, args, using: str) -> tuple[_Compiled, list[Sequence]]:
         connection = connections[using]
-        values = [
-            field.get_db_prep_value(value, connection, prepared=False)
-            for field, value in self._parameters(*args)
-        ]
-        compiled = self._by_connection.setdefault(connection, {})
-        shape = self._shape(*args)
-        statement = compiled.get(shape)
-        if statement is None:
-            statement = compiled[shape] = self._compile(connection, args, values)
+        values = self._prepared(args, connection)
+        statement = self._statement(args, connection, values)
         with connection.cursor() as cursor:
             cursor.execute(statement.sql, values)
             rows = cursor.fetchall()
@@ -91,9 +124,7 @@ class CompiledRead:
     def _compile(self, connection, args, values) -> _Compiled:
         queryset = self._build(*args)
         compiler = queryset.query.get_compiler(connection=connection)
-        sql, orm_values = compiler.as_sql()
-        if list(orm_values) != values:
-            raise ParametersDiffer(f"{self._build}: {values!r} where the ORM has {orm_values!r}")
+        sql = self._checked(compiler, values)
         selected = compiler.select[: compiler.col_count]
         names = []  # as the ORM's ModelIterable finds them
         if compiler.klass_info and not queryset.query.values_select:
@@ -101,3 +132,35 @@ class CompiledRead:
             names = [selected[i][0].target.attname for i in range(fields[0], fields[-1] + 1)]
         converters = compiler.get_converters([column for column, _, _ in selected])
         return _Compiled(sql, compiler, converters, queryset.model, names)
+
+
+class CompiledUpdate(_Statement):
+    """`build(*args).update(**values(*args))`, compiled once per connection and shape.
+
+    `parameters` lists the update's values first (in `values`' order; a None, or an
+    expression without parameters, has none), then the filter's."""
+
+    def __init__(
+        self,
+        build: Callable[..., QuerySet],
+        values: Callable[..., dict],
+        parameters: Callable[..., Iterable[tuple[Field, object]]],
+        shape: Callable[..., Hashable] = lambda *args: (),
+    ):
+        super().__init__(build, parameters, shape)
+        self._values = values
+
+    def count(self, *args, using: str = "default") -> int:
+        """Run the update; return the rows it changed."""
+        connection = connections[using]
+        values = self._prepared(args, connection)
+        statement = self._statement(args, connection, values)
+        with connection.cursor() as cursor:
+            cursor.execute(statement.sql, values)
+            return cursor.rowcount
+
+    def _compile(self, connection, args, values) -> _Compiled:
+        query = self._build(*args).query.chain(UpdateQuery)
+        query.add_update_values(self._values(*args))
+        compiler = query.get_compiler(connection=connection)
+        return _Compiled(self._checked(compiler, values), compiler, {}, query.model, [])

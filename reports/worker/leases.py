@@ -24,6 +24,7 @@ from reports.models import (
     Attempt,
     AttemptStatus,
     CompiledRead,
+    CompiledUpdate,
     ErrorType,
     Event,
     PlanCall,
@@ -311,11 +312,22 @@ def mark_parsing(task_id, attempt_id, epoch: int, parsing: bool) -> bool:
 
 def mark_sent(task_id, attempt_id, epoch: int, prompt_chars: int) -> bool:
     """Record the length of the report call's prompt as it is sent; False: lease lost."""
-    return bool(
-        Attempt.objects.filter(
-            pk=attempt_id, task__epoch=epoch, task__status=Status.RUNNING
-        ).update(prompt_chars=prompt_chars)
-    )
+    return bool(_MARK_SENT.count(attempt_id, epoch, prompt_chars))
+
+
+# On every single-call report's way to its call: compiled once (reports.models.compiled).
+_MARK_SENT = CompiledUpdate(
+    lambda attempt_id, epoch, chars: Attempt.objects.filter(
+        pk=attempt_id, task__epoch=epoch, task__status=Status.RUNNING
+    ),
+    lambda attempt_id, epoch, chars: {"prompt_chars": chars},
+    lambda attempt_id, epoch, chars: [
+        (Attempt._meta.get_field("prompt_chars"), chars),
+        (Attempt._meta.pk, attempt_id),
+        (Task._meta.get_field("epoch"), epoch),
+        (_STATUS, Status.RUNNING),
+    ],
+)
 
 
 POISON = (

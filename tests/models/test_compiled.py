@@ -9,6 +9,7 @@ from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from reports.models import (
+    Attempt,
     CircuitState,
     CompiledRead,
     ProviderCircuit,
@@ -128,3 +129,18 @@ def test_parameters_out_of_the_orms_order_fail_the_first_read():
     )
     with pytest.raises(ParametersDiffer):
         read.rows()
+
+
+def test_a_compiled_update_changes_only_the_row_its_filter_holds(make_task):
+    make_task()
+    make_task()
+    first, second = leases.claim_next_task("w"), leases.claim_next_task("w")
+    for _ in range(2):  # the second round runs the statement compiled by the first
+        assert leases.mark_sent(first.task_id, first.attempt_id, first.epoch, 1200)
+        assert not leases.mark_sent(second.task_id, second.attempt_id, second.epoch + 1, 900)
+        sent = dict(Attempt.objects.values_list("pk", "prompt_chars"))
+        assert sent == {first.attempt_id: 1200, second.attempt_id: None}
+        # Lost by its status alone (the filter reaches the task through the join).
+        Task.objects.filter(pk=first.task_id).update(status=Status.QUEUED)
+        assert not leases.mark_sent(first.task_id, first.attempt_id, first.epoch, 5)
+        Task.objects.filter(pk=first.task_id).update(status=Status.RUNNING)
