@@ -4,7 +4,7 @@ once and then reused.
 A claim and the reads that follow it are a dozen small statements, each built and compiled
 by the ORM for every report: about nine tenths of their time is that compiling, not the
 database's work, and the first text waits for all of it. A `CompiledRead` keeps the
-ORM's SQL for each shape of its query (per connection) and, after that, only fills in the
+ORM's SQL for each shape of its query (per database) and, after that, only fills in the
 parameters and converts the rows as the ORM would.
 
 The SQL stays the ORM's, so what a query means is written once, as a queryset. What a
@@ -15,7 +15,6 @@ does the same for a queryset's `update(**values)`.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -31,15 +30,34 @@ class ParametersDiffer(AssertionError):
 @dataclass(frozen=True)
 class _Compiled:
     sql: str
-    compiler: object  # the ORM's SQL compiler: its converters turn rows into values
-    converters: dict
+    columns: list  # the ORM's expressions of the columns read: their converters
     model: type  # for a read of model instances: the model and its columns' names
     names: list[str]
+
+    def convert(self, rows: list, connection) -> list:
+        """The rows as the ORM's compiler converts them (`get_converters`,
+        `apply_converters`), with the converters of `connection`."""
+        converters = []
+        for position, column in enumerate(self.columns):
+            found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+            if found:
+                converters.append((position, found, column))
+        if not converters:
+            return rows
+        converted = []
+        for row in map(list, rows):
+            for position, found, column in converters:
+                value = row[position]
+                for converter in found:
+                    value = converter(value, column, connection)
+                row[position] = value
+            converted.append(row)
+        return converted
 
 
 class _Statement:
     """What a compiled read and a compiled update share: the parameters, prepared by their
-    fields, and the statement kept per connection and shape."""
+    fields, and the statement kept per database and shape."""
 
     def __init__(
         self,
@@ -50,7 +68,9 @@ class _Statement:
         self._build = build
         self._parameters = parameters
         self._shape = shape
-        self._by_connection: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        # By database, not by connection: a connection is one thread's, and nothing kept
+        # here may hold it (its thread's end closes it).
+        self._by_database: dict[tuple[str, str, Hashable], _Compiled] = {}
 
     def _prepared(self, args, connection) -> list:
         return [
@@ -59,11 +79,10 @@ class _Statement:
         ]
 
     def _statement(self, args, connection, values) -> _Compiled:
-        compiled = self._by_connection.setdefault(connection, {})
-        shape = self._shape(*args)
-        statement = compiled.get(shape)
+        key = (connection.alias, connection.vendor, self._shape(*args))
+        statement = self._by_database.get(key)
         if statement is None:
-            statement = compiled[shape] = self._compile(connection, args, values)
+            statement = self._by_database[key] = self._compile(connection, args, values)
         return statement
 
     def _checked(self, compiler, values) -> str:
@@ -77,7 +96,7 @@ class _Statement:
 
 
 class CompiledRead(_Statement):
-    """One read, written as a queryset, whose SQL is compiled once per connection and shape.
+    """One read, written as a queryset, whose SQL is compiled once per database and shape.
 
     `build(*args)` returns the queryset (a `values_list`, so rows come back as tuples, or
     a plain one for `instance`); `parameters(*args)` returns, in the order the ORM puts
@@ -117,9 +136,7 @@ class CompiledRead(_Statement):
         with connection.cursor() as cursor:
             cursor.execute(statement.sql, values)
             rows = cursor.fetchall()
-        if statement.converters:
-            rows = list(statement.compiler.apply_converters(rows, statement.converters))
-        return statement, rows
+        return statement, statement.convert(rows, connection)
 
     def _compile(self, connection, args, values) -> _Compiled:
         queryset = self._build(*args)
@@ -130,12 +147,11 @@ class CompiledRead(_Statement):
         if compiler.klass_info and not queryset.query.values_select:
             fields = compiler.klass_info["select_fields"]
             names = [selected[i][0].target.attname for i in range(fields[0], fields[-1] + 1)]
-        converters = compiler.get_converters([column for column, _, _ in selected])
-        return _Compiled(sql, compiler, converters, queryset.model, names)
+        return _Compiled(sql, [column for column, _, _ in selected], queryset.model, names)
 
 
 class CompiledUpdate(_Statement):
-    """`build(*args).update(**values(*args))`, compiled once per connection and shape.
+    """`build(*args).update(**values(*args))`, compiled once per database and shape.
 
     `parameters` lists the update's values first (in `values`' order; a None, or an
     expression without parameters, has none), then the filter's."""
@@ -163,4 +179,4 @@ class CompiledUpdate(_Statement):
         query = self._build(*args).query.chain(UpdateQuery)
         query.add_update_values(self._values(*args))
         compiler = query.get_compiler(connection=connection)
-        return _Compiled(self._checked(compiler, values), compiler, {}, query.model, [])
+        return _Compiled(self._checked(compiler, values), [], query.model, [])

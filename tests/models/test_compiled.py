@@ -1,9 +1,13 @@
 """Reads compiled once give what the ORM gives, every time after the first, on both
 databases; a read whose parameters are not the ORM's fails at once."""
 
+import gc
+import threading
+import weakref
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 from django.db.models import Count
 from django.forms.models import model_to_dict
 from django.utils import timezone
@@ -144,3 +148,26 @@ def test_a_compiled_update_changes_only_the_row_its_filter_holds(make_task):
         Task.objects.filter(pk=first.task_id).update(status=Status.QUEUED)
         assert not leases.mark_sent(first.task_id, first.attempt_id, first.epoch, 5)
         Task.objects.filter(pk=first.task_id).update(status=Status.RUNNING)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_compiled_read_keeps_no_threads_connection():
+    # A connection is its thread's: kept alive by a compiled statement, a thread's end
+    # would no longer close it, and every request thread would hold a database session.
+    lane = Task._meta.get_field("lane")
+    read = CompiledRead(
+        lambda: Task.objects.filter(lane="short").values_list("pk", "created_at"),
+        lambda: [(lane, "short")],
+    )
+    seen = []
+
+    def in_a_thread():
+        read.rows()
+        seen.append(weakref.ref(connections["default"]))
+        connections["default"].close()
+
+    thread = threading.Thread(target=in_a_thread)
+    thread.start()
+    thread.join()
+    gc.collect()
+    assert seen and seen[0]() is None
