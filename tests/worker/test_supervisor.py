@@ -30,6 +30,18 @@ db = sync_to_async
 async_db = pytest.mark.django_db(transaction=True)
 
 
+HALF = "# Half a rep"
+
+
+def half_written(make_task) -> Task:
+    """A task whose attempt wrote `HALF` and whose worker then died (its lease not yet
+    expired: the test says when)."""
+    task = make_task()
+    claim = claim_next_task("a-worker-that-dies")
+    Task.objects.append_event(task.pk, claim.epoch, events.delta(HALF))
+    return task
+
+
 @pytest.mark.django_db
 def test_a_second_claim_finds_nothing_once_the_task_is_taken(make_task):
     make_task()
@@ -89,9 +101,7 @@ def test_cancel_of_a_queued_task_is_immediate(make_task, alice_client):
 
 @pytest.mark.django_db
 def test_a_queued_task_cancelled_after_its_lost_attempt_wrote_text_says_so(make_task, alice_client):
-    task = make_task()
-    claim = claim_next_task("a-worker-that-dies")
-    Task.objects.append_event(task.pk, claim.epoch, events.delta("# Half a rep"))
+    task = half_written(make_task)
     expire_lease(task)
     reap_expired_leases()  # queued for another attempt, the first one's text kept and shown
     body = alice_client.post(f"/api/tasks/{task.pk}/cancel").json()
@@ -218,9 +228,7 @@ def test_reaper_leaves_live_leases_alone(make_task):
 def test_a_cancel_asked_before_its_worker_died_ends_the_task_instead_of_running_it_again(
     make_task, caplog
 ):
-    task = make_task()
-    claim = claim_next_task("a-worker-that-dies")
-    Task.objects.append_event(task.pk, claim.epoch, events.delta("# Half a rep"))
+    task = half_written(make_task)
     assert lifecycle.cancel_task(task)  # 202: asked; its worker dies before it reads it
     expire_lease(task)
     with caplog.at_level(logging.INFO):
@@ -240,7 +248,7 @@ def test_a_cancel_asked_before_its_worker_died_ends_the_task_instead_of_running_
     assert (attempt.status, attempt.error_type, attempt.text) == (
         "interrupted",
         "worker_lost",
-        "# Half a rep",
+        HALF,
     )
 
 
@@ -274,9 +282,7 @@ def test_lost_attempt_needs_reconciliation_when_reruns_are_off(make_task, settin
 def test_restart_mid_task_reruns_and_the_report_is_the_new_attempts_text_alone(
     make_task, scripted_worker
 ):
-    task = make_task()
-    claim = claim_next_task("dead-worker")
-    Task.objects.append_event(task.pk, claim.epoch, events.delta("# Half a rep"))
+    task = half_written(make_task)
     expire_lease(task)  # the process died; nothing renews the lease
     reap_expired_leases()
     run_all(scripted_worker(whole_report))
@@ -284,7 +290,7 @@ def test_restart_mid_task_reruns_and_the_report_is_the_new_attempts_text_alone(
     assert task.status == "succeeded"
     assert report_body(saved_report(task)) == REPORT.rstrip()
     first, second = Attempt.objects.filter(task=task).order_by("number")
-    assert (first.status, first.text) == ("interrupted", "# Half a rep")
+    assert (first.status, first.text) == ("interrupted", HALF)
     assert (second.status, second.text) == ("succeeded", REPORT)
     seqs = list(TaskEvent.objects.filter(task=task).values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
