@@ -63,7 +63,7 @@ class _Statement:
         self,
         build: Callable[..., QuerySet],
         parameters: Callable[..., Iterable[tuple[Field, object]]],
-        shape: Callable[..., Hashable],
+        shape: Callable[..., Hashable] = lambda *args: (),
     ):
         self._build = build
         self._parameters = parameters
@@ -105,14 +105,6 @@ class CompiledRead(_Statement):
     the values (how many items an `IN` holds, an optional condition): calls of one shape
     share one compiled statement.
     """
-
-    def __init__(
-        self,
-        build: Callable[..., QuerySet],
-        parameters: Callable[..., Iterable[tuple[Field, object]]],
-        shape: Callable[..., Hashable] = lambda *args: (),
-    ):
-        super().__init__(build, parameters, shape)
 
     def rows(self, *args, using: str = "default") -> list[Sequence]:
         return self._run(args, using)[1]

@@ -84,18 +84,23 @@ class Slots:
 
 
 _STATUS, _LANE, _OWNER = (Task._meta.get_field(name) for name in ("status", "lane", "owner"))
-# What the claim hands on of the task it takes, that claiming does not change.
-_HEAD = (
-    "id",
-    "epoch",
-    "attempt_count",
-    "lane",
-    "created_at",
-    "request_id",
-    "trace_id",
-    "traceparent",
-    "model",
-)
+
+
+class _Head(NamedTuple):
+    """What the claim hands on of the task it takes, that claiming does not change."""
+
+    pk: object
+    epoch: int
+    attempt_count: int
+    lane: str
+    created_at: datetime
+    request_id: str
+    trace_id: str
+    traceparent: str
+    model: str
+
+
+_HEAD = ("id", *_Head._fields[1:])  # its columns, as `values_list` names them
 # The claim's reads, compiled once (reports.models.compiled): most of a claim's time was
 # the ORM building them, on the thread and before the call every first text waits for.
 _ANY_ELIGIBLE = CompiledRead(
@@ -132,18 +137,6 @@ _OLDEST = CompiledRead(
 )
 
 
-class _Head(NamedTuple):
-    pk: object
-    epoch: int
-    attempt_count: int
-    lane: str
-    created_at: datetime
-    request_id: str
-    trace_id: str
-    traceparent: str
-    model: str
-
-
 def free_slots(lanes) -> Slots:
     """Count the live leases once, by lane and owner (one grouped read of at most
     REPORTS_MAX_RUNNING rows): the lanes, among `lanes`, with a free slot under the caps
@@ -162,13 +155,15 @@ def free_slots(lanes) -> Slots:
     )
 
 
-def _oldest(circuit: breaker.Gate, lanes, owners_skipped) -> tuple | None:
-    """The oldest claimable task's `_HEAD` (compiled once, unless an open circuit narrows
+def _oldest(circuit: breaker.Gate, lanes, owners_skipped) -> _Head | None:
+    """The oldest claimable task (its read compiled once, unless an open circuit narrows
     the claimable to the tasks past their deadline, which is rare)."""
     if circuit.lets_all:
-        return _OLDEST.first(lanes, owners_skipped)
-    claimable = circuit.filter(_eligible_of(lanes, owners_skipped))
-    return claimable.order_by(*CLAIM_ORDER).values_list(*_HEAD).first()
+        row = _OLDEST.first(lanes, owners_skipped)
+    else:
+        claimable = circuit.filter(_eligible_of(lanes, owners_skipped))
+        row = claimable.order_by(*CLAIM_ORDER).values_list(*_HEAD).first()
+    return None if row is None else _Head(*row)
 
 
 def claim_next_task(
@@ -204,14 +199,13 @@ def claim_next_task(
         if not concurrency.has_free_seat(figures):  # calls at once (docs/providers.md)
             return None
         circuit = breaker.gate(clock)
-        head = None
+        task = None
         if slots.owners_at_cap:  # the others' first; none waits: the cap holds nobody back
-            head = _oldest(circuit, slots.lanes, slots.owners_at_cap)
-        if head is None:
-            head = _oldest(circuit, slots.lanes, ())
-        if head is None:
+            task = _oldest(circuit, slots.lanes, slots.owners_at_cap)
+        if task is None:
+            task = _oldest(circuit, slots.lanes, ())
+        if task is None:
             return None
-        task = _Head(*head)
         number, epoch = task.attempt_count + 1, task.epoch + 1
         admitted = circuit.admit(task.pk, epoch)
         if admitted is None:
