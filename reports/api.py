@@ -73,7 +73,7 @@ def _submitted(request: HttpRequest, user, submission: submissions.Submission) -
         task, replayed = submissions.submit(user, submission)
     # What the database set (its clock's created_at, a status the worker may have moved
     # on already) and the task's place in line, in one read.
-    task = Task.objects.with_queue_position().get(pk=task.pk)
+    task = Task.objects.placed(task.pk)
     response = JsonResponse(task_body(task), status=200 if replayed else 201)
     response["Location"] = reverse("api-task", args=[task.pk])
     if replayed:

@@ -33,6 +33,14 @@ class _Compiled:
     columns: list  # the ORM's expressions of the columns read: their converters
     model: type  # for a read of model instances: the model and its columns' names
     names: list[str]
+    annotations: dict[str, int]  # and the position of each annotation it reads
+
+    def instance(self, row: Sequence, using: str):
+        """A row of a read of model instances as the ORM's ModelIterable makes it."""
+        found = self.model.from_db(using, self.names, row[: len(self.names)])
+        for name, position in self.annotations.items():
+            setattr(found, name, row[position])
+        return found
 
     def convert(self, rows: list, connection) -> list:
         """The rows as the ORM's compiler converts them (`get_converters`,
@@ -114,12 +122,16 @@ class CompiledRead(_Statement):
         return rows[0] if rows else None
 
     def instance(self, *args, using: str = "default"):
-        """The first row as a model instance, for a `build` that returns model instances
-        (a plain queryset), as the ORM's `first()` would give it; None when there is none."""
+        """The first row as a model instance, with its annotations, for a `build` that
+        returns model instances (a plain queryset), as the ORM's `first()` would give it;
+        None when there is none."""
         statement, rows = self._run(args, using)
-        if not rows:
-            return None
-        return statement.model.from_db(using, statement.names, rows[0])
+        return statement.instance(rows[0], using) if rows else None
+
+    def instances(self, *args, using: str = "default") -> list:
+        """Every row as a model instance, with its annotations (see `instance`)."""
+        statement, rows = self._run(args, using)
+        return [statement.instance(row, using) for row in rows]
 
     def _run(self, args, using: str) -> tuple[_Compiled, list[Sequence]]:
         connection = connections[using]
@@ -135,11 +147,13 @@ class CompiledRead(_Statement):
         compiler = queryset.query.get_compiler(connection=connection)
         sql = self._checked(compiler, values)
         selected = compiler.select[: compiler.col_count]
-        names = []  # as the ORM's ModelIterable finds them
+        names, annotations = [], {}  # as the ORM's ModelIterable finds them
         if compiler.klass_info and not queryset.query.values_select:
             fields = compiler.klass_info["select_fields"]
             names = [selected[i][0].target.attname for i in range(fields[0], fields[-1] + 1)]
-        return _Compiled(sql, [column for column, _, _ in selected], queryset.model, names)
+            annotations = compiler.annotation_col_map
+        columns = [column for column, _, _ in selected]
+        return _Compiled(sql, columns, queryset.model, names, annotations)
 
 
 class CompiledUpdate(_Statement):
@@ -171,4 +185,4 @@ class CompiledUpdate(_Statement):
         query = self._build(*args).query.chain(UpdateQuery)
         query.add_update_values(self._values(*args))
         compiler = query.get_compiler(connection=connection)
-        return _Compiled(self._checked(compiler, values), [], query.model, [])
+        return _Compiled(self._checked(compiler, values), [], query.model, [], {})

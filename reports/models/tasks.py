@@ -51,6 +51,11 @@ class TaskQuerySet(models.QuerySet):
             return None
         return _OWNED.instance(user.pk, task_id)  # every page, call and socket of a task
 
+    def placed(self, task_id) -> Task | None:
+        """Return the task with its place in line (`with_queue_position`), as a new task's
+        answer gives it, its read compiled once."""
+        return _PLACED.instance(task_id)
+
     def with_queue_position(self) -> TaskQuerySet:
         """Annotate `queue_place`: 1 for the next task to be claimed in its lane, 2 for the
         one after it…; None for a task that is not queued. One query for any number of
@@ -321,12 +326,8 @@ class Task(models.Model):
         the events it has folded since)."""
         # Compared in the database, as stored: on SQLite a Python datetime has another
         # text form than Now() writes, and would compare wrongly within a millisecond.
-        return (
-            Task.objects.filter(pk=self.pk)
-            .with_queue_position()
-            .values_list("queue_place", flat=True)
-            .first()
-        )
+        row = _PLACE.first(self.pk)  # every queued page's status line: compiled once
+        return None if row is None else row[0]
 
 
 def _place(ahead: TaskQuerySet):
@@ -491,4 +492,25 @@ class PreparedText(models.Model):
 _OWNED = CompiledRead(
     lambda owner_id, task_id: Task.objects.filter(owner_id=owner_id, pk=task_id)[:1],
     lambda owner_id, task_id: [(Task._meta.get_field("owner"), owner_id), (Task._meta.pk, task_id)],
+)
+
+
+def _place_parameters(task_id) -> list:
+    """The parameters of one task's `with_queue_position()` read, in the ORM's order."""
+    status, number = Task._meta.get_field("status"), models.IntegerField()
+    queued = (status, Status.QUEUED)
+    at_cap = [*((status, leased) for leased in LEASED), (number, settings.REPORTS_USER_MAX_RUNNING)]
+    place = [(number, 0), (number, 1)]  # Coalesce(count, 0) + 1
+    task = (Task._meta.pk, task_id)
+    return [queued, *at_cap, queued, *at_cap, *place, queued, queued, *at_cap, *place, task]
+
+
+_PLACE = CompiledRead(
+    lambda task_id: (
+        Task.objects.filter(pk=task_id).with_queue_position().values_list("queue_place")[:1]
+    ),
+    _place_parameters,
+)
+_PLACED = CompiledRead(
+    lambda task_id: Task.objects.filter(pk=task_id).with_queue_position()[:1], _place_parameters
 )

@@ -4,13 +4,13 @@ a webhook carries it when the task ends."""
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 
-from django.db.models import Prefetch, prefetch_related_objects
 from django.db.models.functions import Length
 from django.urls import reverse
 
 from reports import events
-from reports.models import Attempt, Status, Task, TaskEvent
+from reports.models import Attempt, CompiledRead, Status, Task, TaskEvent
 
 INCOMPLETE = {Status.FAILED, Status.CANCELLED, Status.RECONCILIATION_REQUIRED}
 
@@ -26,16 +26,11 @@ def task_bodies(tasks: list[Task]) -> list[dict]:
     streamed length of attempts still running in one more; a task read with
     `with_queue_position()` brings its place in line along.
     """
-    prefetch_related_objects(
-        tasks,
-        Prefetch(
-            "attempts",
-            queryset=Attempt.objects.order_by("number")
-            .defer("text")
-            .annotate(text_length=Length("text")),
-            to_attr="numbered_attempts",
-        ),
-    )
+    numbered = defaultdict(list)
+    for attempt in _ATTEMPTS.instances([task.pk for task in tasks]) if tasks else ():
+        numbered[attempt.task_id].append(attempt)
+    for task in tasks:
+        task.numbered_attempts = numbered[task.pk]
     running = [t.pk for t in tasks if t.numbered_attempts and not t.numbered_attempts[-1].ended_at]
     streamed = TaskEvent.objects.text_lengths(running) if running else {}
     bodies = []
@@ -49,6 +44,20 @@ def task_bodies(tasks: list[Task]) -> list[dict]:
             text_length = streamed.get((str(task.pk), last.number), 0)
         bodies.append(_body(task, task.numbered_attempts, text_length))
     return bodies
+
+
+# Every answer about a task reads its attempts (the answer to an upload, each poll of a
+# task): compiled once for each number of tasks, at most a page's.
+_ATTEMPTS = CompiledRead(
+    lambda task_ids: (
+        Attempt.objects.filter(task_id__in=task_ids)
+        .order_by("task_id", "number")
+        .defer("text")
+        .annotate(text_length=Length("text"))
+    ),
+    lambda task_ids: [(Attempt._meta.get_field("task"), task_id) for task_id in task_ids],
+    shape=len,
+)
 
 
 def _body(task: Task, attempts: list[Attempt], text_length: int) -> dict:

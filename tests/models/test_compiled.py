@@ -3,6 +3,7 @@ databases; a read whose parameters are not the ORM's fails at once."""
 
 import gc
 import threading
+import uuid
 import weakref
 from datetime import timedelta
 
@@ -23,6 +24,7 @@ from reports.models import (
 )
 from reports.models.compiled import ParametersDiffer
 from reports.providers import concurrency
+from reports.serving.task_body import task_bodies
 from reports.worker import leases
 
 pytestmark = pytest.mark.django_db
@@ -108,6 +110,36 @@ def test_a_model_read_gives_the_instance_first_would(db):
     assert ProviderCircuit.objects.current().is_closed
     figures = concurrency.read_figures("the key")
     assert (figures.slots, figures.reading_tokens_per_s) == (3, 140.5)
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+def test_a_tasks_place_in_line_is_the_orms_with_the_cap_of_the_day(tasks, settings, cap):
+    settings.REPORTS_USER_MAX_RUNNING = cap  # one statement for both: the cap is a value
+    Task.objects.filter(pk=tasks[4].pk).update(lease_expires_at=timezone.now())
+    # Bob holds a live lease, Alice none: at a cap of 1 his older task waits behind hers.
+    orm = {task.pk: task.queue_place for task in Task.objects.with_queue_position()}
+    assert orm[tasks[0].pk] == (1 if cap == 1 else 2)
+    for task in tasks:
+        placed = Task.objects.placed(task.pk)
+        assert model_to_dict(placed) == model_to_dict(Task.objects.get(pk=task.pk))
+        assert placed.queue_place == task.read_queue_position() == orm[task.pk]
+    assert Task.objects.placed(uuid.uuid4()) is None
+
+
+def test_a_tasks_attempts_come_with_their_texts_length_and_without_their_text(make_task):
+    first, second, third = make_task(), make_task(), make_task()
+    now = timezone.now()  # ended: a running attempt's length is its streamed text's
+    for task, texts in ((first, ["abc", "a longer text"]), (third, ["z" * 5000])):
+        for number, text in enumerate(texts, start=1):
+            Attempt.objects.create(
+                task=task, number=number, epoch=number, worker_id="w", text=text, ended_at=now
+            )
+    for _ in range(2):  # the second round runs the statement compiled by the first
+        bodies = task_bodies([first, second, third])
+        assert [[a["number"] for a in body["attempts"]] for body in bodies] == [[1, 2], [], [1]]
+        assert [body["text_length"] for body in bodies] == [13, 0, 5000]
+        assert all("text" not in a.__dict__ for a in first.numbered_attempts)  # never read
+    assert task_bodies([]) == []
 
 
 def test_each_shape_is_compiled_once_and_filled_in_after(tasks):
