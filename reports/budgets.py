@@ -39,7 +39,7 @@ from django.db import transaction
 from django.db.models import BigIntegerField, F, Value
 from django.db.models.functions import Greatest, Least
 
-from reports.models import Attempt, Budget, CompiledRead, CostStatus, Task
+from reports.models import Attempt, Budget, CompiledRead, CompiledUpdate, CostStatus, Task
 from reports.providers.base import GenerationRequest
 from reports.providers.prompts import build_messages
 
@@ -147,6 +147,8 @@ def reserve(user, amount: int) -> None:
     One conditional UPDATE: it holds only while spent + reserved + amount stays within
     the limit, so no interleaving of concurrent reservations can overspend.
     """
+    if _hold(user.pk, amount):  # a user's budget is made with their first upload
+        return
     budget = budget_of(user)
     if not _hold(budget.user_id, amount):
         budget.refresh_from_db()
@@ -154,13 +156,25 @@ def reserve(user, amount: int) -> None:
 
 
 def _hold(user_id, amount: int) -> bool:
-    return (
-        Budget.objects.filter(
-            user_id=user_id,
-            limit_micros__gte=F("spent_micros") + F("reserved_micros") + amount,
-        ).update(reserved_micros=F("reserved_micros") + amount)
-        == 1
-    )
+    return _HOLD.count(user_id, amount) == 1
+
+
+def _micros() -> BigIntegerField:
+    return Budget._meta.get_field("reserved_micros")
+
+
+# Every upload and every report's way to its call hold money: compiled once.
+_HOLD = CompiledUpdate(
+    lambda user_id, amount: Budget.objects.filter(
+        user_id=user_id, limit_micros__gte=F("spent_micros") + F("reserved_micros") + amount
+    ),
+    lambda user_id, amount: {"reserved_micros": F("reserved_micros") + amount},
+    lambda user_id, amount: [
+        (_micros(), amount),  # the update's value, then the filter's, by name
+        (_micros(), amount),
+        (Budget._meta.get_field("user"), user_id),
+    ],
+)
 
 
 def request_input_tokens(request: GenerationRequest) -> int:
@@ -222,8 +236,18 @@ def top_up(task_id, epoch: int, calls: list[tuple[int, int]]) -> int:
         if not _hold(owner_id, extra):
             remaining = Budget.objects.get(user_id=owner_id).remaining_micros
             raise BudgetExhausted(needed, remaining + reserved)
-        Task.objects.filter(pk=task_id).update(reserved_micros=F("reserved_micros") + extra)
+        _RAISED.count(task_id, extra)
     return extra
+
+
+_RAISED = CompiledUpdate(
+    lambda task_id, extra: Task.objects.filter(pk=task_id),
+    lambda task_id, extra: {"reserved_micros": F("reserved_micros") + extra},
+    lambda task_id, extra: [
+        (Task._meta.get_field("reserved_micros"), extra),
+        (Task._meta.pk, task_id),
+    ],
+)
 
 
 def attempt_cost(model: str, usage, *, billed_nothing: bool) -> int | None:

@@ -21,7 +21,7 @@ from django.db import IntegrityError, connection, transaction
 
 from reports import budgets, storage, wakeups
 from reports.auth import ApiError, storage_unavailable
-from reports.models import TERMINAL, CostStatus, Document, Lane, Status, Task
+from reports.models import TERMINAL, CompiledRead, CostStatus, Document, Lane, Status, Task
 from reports.observability import logs, task_logs, tracing
 from reports.providers import SCENARIOS
 from reports.providers.prompts import PROMPT_VERSION
@@ -143,13 +143,13 @@ def earlier_result(user, submission: Submission) -> Task | None:
 
 def key_used(user, idempotency_key: str) -> bool:
     """Tell whether this user's idempotency key already made a task (a replay, not a new one)."""
-    return Task.objects.filter(owner=user, idempotency_key=idempotency_key).exists()
+    return _KEYED.first(user.pk, idempotency_key) is not None
 
 
 def _replay(user, submission: Submission) -> Task | None:
     if submission.idempotency_key is None:
         return None
-    task = Task.objects.filter(owner=user, idempotency_key=submission.idempotency_key).first()
+    task = _KEYED.instance(user.pk, submission.idempotency_key)
     if task is not None and task.content_sha256 != submission.fingerprint:
         raise ApiError(
             422,
@@ -157,6 +157,16 @@ def _replay(user, submission: Submission) -> Task | None:
             "This Idempotency-Key was already used for a different upload.",
         )
     return task
+
+
+# Every upload through the page looks its key up, twice: compiled once.
+_KEYED = CompiledRead(
+    lambda owner_id, key: Task.objects.filter(owner_id=owner_id, idempotency_key=key)[:1],
+    lambda owner_id, key: [
+        (Task._meta.get_field("idempotency_key"), key),  # the ORM's order: by name
+        (Task._meta.get_field("owner"), owner_id),
+    ],
+)
 
 
 def _lock_admission() -> None:
