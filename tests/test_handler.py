@@ -15,7 +15,7 @@ from channels.testing import HttpCommunicator
 from django.core.signals import request_started
 from django.db import connection
 
-from project.asgi import application
+from project.asgi import application, django_asgi_app
 from reports import storage, submissions
 from reports.models import ApiToken, Task
 from reports.serving import admissions
@@ -96,9 +96,11 @@ def test_only_the_asynchronous_views_keep_the_async_chain():
     assert not is_async(view_of("/no/such/page/"))
 
 
-async def test_requests_one_after_another_run_on_one_kept_thread():
+async def test_requests_one_after_another_run_on_one_kept_thread(monkeypatch):
     """Django would start a thread for each request, and open a database connection on
     it: here the next request finds the last one's thread, and its connection, waiting."""
+    # No thread kept by an earlier test's requests: the first request starts one.
+    monkeypatch.setattr(django_asgi_app, "threads", RequestThreads())
     seen: list[tuple[int, bool]] = []
 
     def note(**_):  # a request starts, on its thread
