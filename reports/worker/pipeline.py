@@ -218,14 +218,15 @@ class AttemptRun:
                     raise LeaseLost(self.task_id)
                 return Outcome(Status.CANCELLED, "", wording.CANCELLED)
             self.documents = documents
-            passages = stored.passages or await threads.in_blocking_pool(cut)(documents)
-            self.passages = passages
-            plan = stored.plan
+            passages, plan = stored.passages, stored.plan
             if plan is None:
                 try:
-                    plan = await self._new_plan(passages, stored.task, documents)
+                    passages, plan = await self._new_plan(passages, stored.task, documents)
                 except planning.TooLong as exc:
                     return Outcome(Status.FAILED, ErrorType.INVALID_INPUT, str(exc))
+            elif not passages:
+                passages = await threads.in_blocking_pool(cut)(documents)
+            self.passages = passages
         self.plan = plan
         with self._timed(Stage.PREPARE):
             self.notes = stored.notes
@@ -253,9 +254,11 @@ class AttemptRun:
                 return await self._call_report(requests[plan.final.key])
             return await self._run_plan(stored.task, plan, passages, requests)
 
-    async def _new_plan(self, passages, task: TaskInput, documents) -> Plan:
-        """Make the task's plan from what the provider knows of its tokens (stored with
-        the rest of what the attempt made, `prepared.store_made`)."""
+    async def _new_plan(self, passages, task: TaskInput, documents) -> tuple[list, Plan]:
+        """Return the task's passages (cut now unless `passages` holds them) and its plan,
+        made from what the provider knows of its tokens (both stored with the rest of what
+        the attempt made, `prepared.store_made`). Cut and plan are one trip to a thread:
+        on a busy machine each trip waits for a core."""
         # A sample is enough to learn the characters a token, and a tokenizer endpoint
         # need not be sent megabytes.
         sample = "\n".join(document.text for document in documents)[:TOKEN_SAMPLE_CHARS]
@@ -265,9 +268,13 @@ class AttemptRun:
             chars_per_token=await self.provider.chars_per_token(sample),
             max_calls=settings.REPORTS_MAX_PARTS,
         )
-        return await threads.in_blocking_pool(planning.make)(
-            passages, task.instructions, counting, plan_store.ocr_pages_of(documents)
-        )
+        ocr_pages = plan_store.ocr_pages_of(documents)
+
+        def cut_and_plan() -> tuple[list, Plan]:
+            cut_passages = passages or cut(documents)
+            return cut_passages, planning.make(cut_passages, task.instructions, counting, ocr_pages)
+
+        return await threads.in_blocking_pool(cut_and_plan)()
 
     @staticmethod
     def _worst_case(plan: Plan, requests: dict) -> list[tuple[int, int]]:
