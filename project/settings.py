@@ -249,6 +249,13 @@ else:
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# Django's sessions and users, each read by a statement compiled once. Django's own backend
+# stays listed for the sessions it logged in before: their users stay logged in.
+SESSION_ENGINE = "reports.serving.logged_in"
+AUTHENTICATION_BACKENDS = [
+    "reports.serving.logged_in.UserBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
