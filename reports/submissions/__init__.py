@@ -143,7 +143,7 @@ def earlier_result(user, submission: Submission) -> Task | None:
 
 def key_used(user, idempotency_key: str) -> bool:
     """Tell whether this user's idempotency key already made a task (a replay, not a new one)."""
-    return _KEYED.first(user.pk, idempotency_key) is not None
+    return _KEY_USED.first(user.pk, idempotency_key) is not None
 
 
 def _replay(user, submission: Submission) -> Task | None:
@@ -159,13 +159,22 @@ def _replay(user, submission: Submission) -> Task | None:
     return task
 
 
-# Every upload through the page looks its key up, twice: compiled once.
-_KEYED = CompiledRead(
-    lambda owner_id, key: Task.objects.filter(owner_id=owner_id, idempotency_key=key)[:1],
-    lambda owner_id, key: [
+def _keyed(owner_id, key):
+    return Task.objects.filter(owner_id=owner_id, idempotency_key=key)
+
+
+def _key_parameters(owner_id, key) -> list:
+    return [
         (Task._meta.get_field("idempotency_key"), key),  # the ORM's order: by name
         (Task._meta.get_field("owner"), owner_id),
-    ],
+    ]
+
+
+# Every upload through the page looks its key up, twice: compiled once. Whether it was
+# used reads no more than the task's id (a task's row holds its report).
+_KEYED = CompiledRead(lambda owner_id, key: _keyed(owner_id, key)[:1], _key_parameters)
+_KEY_USED = CompiledRead(
+    lambda owner_id, key: _keyed(owner_id, key).values_list("pk")[:1], _key_parameters
 )
 
 
