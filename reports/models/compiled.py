@@ -1,9 +1,11 @@
-"""Reads (and a few updates) on a report's way to its provider call, compiled by the ORM
-once and then reused.
+"""Reads (and a few updates) made for every report, upload, page or call of a task,
+compiled by the ORM once and then reused.
 
 A claim and the reads that follow it are a dozen small statements, each built and compiled
 by the ORM for every report: about nine tenths of their time is that compiling, not the
-database's work, and the first text waits for all of it. A `CompiledRead` keeps the
+database's work, and the first text waits for all of it. The same holds for an upload's
+answer, a page's place in line, and the session and user of every request. A
+`CompiledRead` keeps the
 ORM's SQL for each shape of its query (per database) and, after that, only fills in the
 parameters and converts the rows as the ORM would.
 
