@@ -2,7 +2,7 @@
 
 from reports.models.accounts import ApiToken, Budget
 from reports.models.breaker import CircuitState, ProviderCircuit
-from reports.models.compiled import CompiledRead, CompiledUpdate
+from reports.models.compiled import CompiledInsert, CompiledRead, CompiledUpdate
 from reports.models.plans import PlanCall, SourcePassage
 from reports.models.providers import ProviderFigures
 from reports.models.sharing import ShareLink
@@ -47,6 +47,7 @@ __all__ = [
     "AttemptStatus",
     "Budget",
     "CircuitState",
+    "CompiledInsert",
     "CompiledRead",
     "CompiledUpdate",
     "CostStatus",

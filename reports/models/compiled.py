@@ -12,7 +12,8 @@ parameters and converts the rows as the ORM would.
 The SQL stays the ORM's, so what a query means is written once, as a queryset. What a
 compiled read adds is the list of its parameters; the first time each shape is compiled,
 that list is checked against the ORM's own, and a difference raises. A `CompiledUpdate`
-does the same for a queryset's `update(**values)`.
+does the same for a queryset's `update(**values)`, and a `CompiledInsert` for the insert of
+new rows that `Model.objects.create` and `bulk_create` make.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
-from django.db import connections
-from django.db.models import Field, QuerySet
-from django.db.models.sql import UpdateQuery
+from django.db import connections, transaction
+from django.db.models import Field, Model, QuerySet, signals
+from django.db.models.expressions import DatabaseDefault
+from django.db.models.sql import InsertQuery, UpdateQuery
 
 
 class ParametersDiffer(AssertionError):
@@ -65,6 +67,19 @@ class _Compiled:
         return converted
 
 
+def _same(what, sql: str, orm_values, values: list) -> str:
+    """`sql`, once the parameters prepared here are the ORM's own; else raise."""
+    if list(map(_plain, orm_values)) != list(map(_plain, values)):
+        raise ParametersDiffer(f"{what}: {values!r} where the ORM has {orm_values!r}")
+    return sql
+
+
+def _plain(value):
+    """A parameter as it compares: psycopg's JSON wrappers (no equality of their own) by the
+    value they wrap."""
+    return (type(value), value.obj) if type(value).__name__ in ("Json", "Jsonb") else value
+
+
 class _Statement:
     """What a compiled read and a compiled update share: the parameters, prepared by their
     fields, and the statement kept per database and shape."""
@@ -97,9 +112,7 @@ class _Statement:
 
     def _checked(self, compiler, values) -> str:
         sql, orm_values = compiler.as_sql()
-        if list(orm_values) != values:
-            raise ParametersDiffer(f"{self._build}: {values!r} where the ORM has {orm_values!r}")
-        return sql
+        return _same(self._build, sql, orm_values, values)
 
     def _compile(self, connection, args, values) -> _Compiled:
         raise NotImplementedError
@@ -188,3 +201,116 @@ class CompiledUpdate(_Statement):
         query.add_update_values(self._values(*args))
         compiler = query.get_compiler(connection=connection)
         return _Compiled(self._checked(compiler, values), [], query.model, [], {})
+
+
+class CompiledInsert:
+    """The insert of new rows of `model`, as `Model.objects.create` (one row) and
+    `bulk_create` (several) make it, compiled once per database and shape: the number of
+    rows, and the columns a database default fills.
+
+    `insert(objs)` fills in each row's values as the ORM would (each field's `pre_save` and
+    its preparation for the database), runs the ORM's own SQL, and sets on each object
+    what the database returned (its id, its database defaults), as `create` does. For a
+    model nothing listens to the saves of (its `pre_save` and `post_save` signals, which
+    this path does not send), with values rather than expressions, and foreign keys given
+    as ids or saved objects.
+    """
+
+    def __init__(self, model: type[Model]):
+        self._model = model
+        self._by_database: dict[tuple[str, str, Hashable], tuple[str, list, list]] = {}
+
+    def insert(self, objs: Sequence[Model], using: str = "default") -> None:
+        connection = connections[using]
+        meta = self._model._meta
+        with_pk = objs[0].pk is not None
+        fields = [
+            f
+            for f in meta.local_concrete_fields
+            if not f.generated and (with_pk or f is not meta.auto_field)
+        ]
+        saved = [[field.pre_save(obj, add=True) for field in fields] for obj in objs]
+        defaulted = tuple(
+            len(fields) > 1 and _left_to_the_database(field, [row[i] for row in saved])
+            for i, field in enumerate(fields)
+        )
+        rows = [
+            [
+                field.get_db_prep_save(value, connection)
+                for field, value, default in zip(fields, row, defaulted, strict=True)
+                if not _expression(field, value, default)
+            ]
+            for row in saved
+        ]
+        key = (connection.alias, connection.vendor, (len(objs), with_pk, defaulted))
+        statement = self._by_database.get(key)
+        if statement is None:
+            statement = self._by_database[key] = self._compile(connection, objs, fields, rows)
+        with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
+            cursor.execute(statement.sql, statement.parameters(rows))
+            returned = cursor.fetchall() if statement.returning else []
+        returned = statement.compiled.convert(returned, connection)
+        for obj, row in zip(objs, returned or [()] * len(objs), strict=True):
+            for field, value in zip(statement.returning, row, strict=True):
+                setattr(obj, field.attname, value)
+            obj._state.adding, obj._state.db = False, using
+
+    def _compile(self, connection, objs, fields, rows) -> _Insert:
+        model = self._model
+        if signals.pre_save.has_listeners(model) or signals.post_save.has_listeners(model):
+            raise TypeError(f"{model.__name__}: its saves are listened to; use the ORM's")
+        returning = list(model._meta.db_returning_fields)
+        features = connection.features
+        if returning and not (
+            features.can_return_columns_from_insert
+            and (len(objs) == 1 or features.can_return_rows_from_bulk_insert)
+        ):
+            raise TypeError(f"{connection.vendor} returns no columns from an insert")
+        query = InsertQuery(model)
+        # Raw: the values as `insert` found them, not a second `pre_save` of each.
+        query.insert_values(fields, objs, raw=True)
+        compiler = query.get_compiler(connection=connection)
+        compiler.returning_fields = returning
+        [(sql, orm_values)] = compiler.as_sql()
+        columns = [field.get_col(model._meta.db_table) for field in returning]
+        statement = _Insert(_Compiled(sql, columns, model, [], {}), returning, by_column=False)
+        if len(objs) > 1 and len(orm_values) != sum(map(len, rows)):
+            # PostgreSQL's insert of several rows: an array a column (`UNNEST`).
+            statement = _Insert(statement.compiled, returning, by_column=True)
+        _same(model, sql, orm_values, statement.parameters(rows))
+        return statement
+
+
+@dataclass(frozen=True)
+class _Insert:
+    compiled: _Compiled
+    returning: list[Field]  # what the database returns of each row, in its order
+    by_column: bool  # the parameters an array a column, not each row's values in turn
+
+    @property
+    def sql(self) -> str:
+        return self.compiled.sql
+
+    def parameters(self, rows: list[list]) -> list:
+        if self.by_column:
+            return [list(column) for column in zip(*rows, strict=True)]
+        return [value for row in rows for value in row]
+
+
+def _left_to_the_database(field: Field, values: list) -> bool:
+    """Whether every row leaves `field` to its database default, which the ORM then leaves
+    out of the insert; some rows but not all is not this path's."""
+    defaults = sum(isinstance(value, DatabaseDefault) for value in values)
+    if 0 < defaults < len(values):
+        raise TypeError(f"{field}: some rows but not all leave it to the database default")
+    return defaults > 0
+
+
+def _expression(field: Field, value, default: bool) -> bool:
+    """Whether a value is the SQL's, not a parameter: a database default the ORM leaves to
+    the database. Any other expression is not this path's."""
+    if isinstance(value, DatabaseDefault) and default:
+        return True
+    if hasattr(value, "resolve_expression"):
+        raise TypeError(f"{field}: a compiled insert takes values, not {value!r}")
+    return False

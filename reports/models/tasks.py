@@ -15,7 +15,7 @@ from django.db.models.sql import UpdateQuery
 from reports import events
 from reports.events import Draft, Event
 from reports.models import event_appends
-from reports.models.compiled import CompiledRead
+from reports.models.compiled import CompiledInsert, CompiledRead
 from reports.states import (
     ADMIN_RESOLUTIONS,
     LEASED,
@@ -162,7 +162,9 @@ class TaskQuerySet(models.QuerySet):
                 return None
             last_seq, attempt_count = row
             data = event.stamped(attempt_count)
-            TaskEvent.objects.create(task_id=task_id, seq=last_seq, type=event.type, data=data)
+            _NEW_EVENT.insert(
+                [TaskEvent(task_id=task_id, seq=last_seq, type=event.type, data=data)]
+            )
             return Event(task_id, last_seq, event.type, data)
 
     def _update_returning(self, values: dict, returning: tuple[str, ...]) -> tuple | None:
@@ -488,6 +490,9 @@ class PreparedText(models.Model):
     def __str__(self) -> str:
         return f"{self.sha256[:12]} ({self.parser_version})"
 
+
+# Every status change writes its event: its insert compiled once.
+_NEW_EVENT = CompiledInsert(TaskEvent)
 
 _OWNED = CompiledRead(
     lambda owner_id, task_id: Task.objects.filter(owner_id=owner_id, pk=task_id)[:1],

@@ -21,7 +21,16 @@ from django.db import IntegrityError, connection, transaction
 
 from reports import budgets, storage, wakeups
 from reports.auth import ApiError, storage_unavailable
-from reports.models import TERMINAL, CompiledRead, CostStatus, Document, Lane, Status, Task
+from reports.models import (
+    TERMINAL,
+    CompiledInsert,
+    CompiledRead,
+    CostStatus,
+    Document,
+    Lane,
+    Status,
+    Task,
+)
 from reports.observability import logs, task_logs, tracing
 from reports.providers import SCENARIOS
 from reports.providers.prompts import PROMPT_VERSION
@@ -178,6 +187,11 @@ _KEY_USED = CompiledRead(
 )
 
 
+# Every upload inserts its task and its documents: compiled once.
+_NEW_TASK = CompiledInsert(Task)
+_NEW_DOCUMENTS = CompiledInsert(Document)
+
+
 def _lock_admission() -> None:
     """Serialise task creation until the caller's transaction ends, so that the counts of
     `limits.check` and the insert they allow are one step: no number of
@@ -213,7 +227,7 @@ def _create(user, submission: Submission, storage_names: list[str]) -> Task:
         budgets.reserve(user, held)
     except budgets.BudgetExhausted as exc:
         raise ApiError(402, "budget_exhausted", str(exc)) from None
-    task = Task.objects.create(
+    task = Task(
         owner=user,
         lane=Lane.LONG if size > settings.REPORTS_LONG_LANE_BYTES else Lane.SHORT,
         instructions=submission.instructions,
@@ -227,17 +241,20 @@ def _create(user, submission: Submission, storage_names: list[str]) -> Task:
         cost_status=CostStatus.RESERVED,
         reserved_micros=held,
     )
-    Document.objects.bulk_create(
-        Document(
-            task=task,
-            position=i,
-            name=u.name,
-            extension=u.extension,
-            storage_name=name,
-            size=len(u.data),
-            sha256=u.sha256,
-        )
-        for i, (u, name) in enumerate(zip(submission.uploads, storage_names, strict=True))
+    _NEW_TASK.insert([task])
+    _NEW_DOCUMENTS.insert(
+        [
+            Document(
+                task=task,
+                position=i,
+                name=u.name,
+                extension=u.extension,
+                storage_name=name,
+                size=len(u.data),
+                sha256=u.sha256,
+            )
+            for i, (u, name) in enumerate(zip(submission.uploads, storage_names, strict=True))
+        ]
     )
     return task
 

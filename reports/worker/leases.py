@@ -23,6 +23,7 @@ from reports.models import (
     LEASED,
     Attempt,
     AttemptStatus,
+    CompiledInsert,
     CompiledRead,
     CompiledUpdate,
     ErrorType,
@@ -124,6 +125,8 @@ def _eligible_of(lanes, owners_skipped):
     return queued.exclude(owner_id__in=owners_skipped) if owners_skipped else queued
 
 
+# Every claim inserts its attempt: compiled once.
+_NEW_ATTEMPT = CompiledInsert(Attempt)
 _OLDEST = CompiledRead(
     lambda lanes, skipped: (
         _eligible_of(lanes, skipped).order_by(*CLAIM_ORDER).values_list(*_HEAD)[:1]
@@ -227,13 +230,14 @@ def claim_next_task(
         if event is None:
             return None
         # Its start, the database's clock, comes back from the insert (RETURNING).
-        attempt = Attempt.objects.create(
+        attempt = Attempt(
             task_id=task.pk,
             number=number,
             epoch=epoch,
             worker_id=worker_id,
             prompt_version=PROMPT_VERSION,  # what this worker writes with
         )
+        _NEW_ATTEMPT.insert([attempt])
         previous_end = (
             Attempt.objects.filter(task_id=task.pk, number=number - 1)
             .values_list("ended_at", flat=True)

@@ -9,18 +9,22 @@ from datetime import timedelta
 
 import pytest
 from django.db import connections
-from django.db.models import Count
+from django.db.models import Count, Value
+from django.db.models.functions import Length
 from django.forms.models import model_to_dict
 from django.utils import timezone
 
 from reports.models import (
     Attempt,
     CircuitState,
+    CompiledInsert,
     CompiledRead,
+    Document,
     ProviderCircuit,
     ProviderFigures,
     Status,
     Task,
+    TaskEvent,
 )
 from reports.models.compiled import ParametersDiffer
 from reports.providers import concurrency
@@ -180,6 +184,60 @@ def test_a_compiled_update_changes_only_the_row_its_filter_holds(make_task):
         Task.objects.filter(pk=first.task_id).update(status=Status.QUEUED)
         assert not leases.mark_sent(first.task_id, first.attempt_id, first.epoch, 5)
         Task.objects.filter(pk=first.task_id).update(status=Status.RUNNING)
+
+
+def test_a_compiled_insert_makes_the_row_create_makes(make_task):
+    task = make_task()
+    insert = CompiledInsert(TaskEvent)
+    data = {"status": "running", "attempt": 1, "said": ["ünïcode", None, 2.5]}
+    made = TaskEvent.objects.create(task=task, seq=90, type="status", data=data)
+    for seq in (91, 92):  # the second runs the statement compiled by the first
+        event = TaskEvent(task_id=task.pk, seq=seq, type="status", data=data)
+        insert.insert([event])
+        # What the database gave it, as `create` sets them: its id and its time.
+        assert event.pk is not None and event.pk > made.pk
+        assert event.created_at.tzinfo is not None and event.created_at >= made.created_at
+        assert not event._state.adding
+        stored = TaskEvent.objects.get(pk=event.pk)
+        assert model_to_dict(stored) == model_to_dict(event)
+        assert (stored.task_id, stored.seq, stored.data) == (task.pk, seq, data)
+
+
+def test_a_compiled_insert_of_several_rows_gives_each_its_id(make_task):
+    task = make_task()
+    insert = CompiledInsert(Document)
+    for round_ in range(2):
+        documents = [
+            Document(
+                task=task,
+                position=10 * round_ + i,
+                name=f"{round_}-{i}.md",
+                extension=".md",
+                storage_name=f"s-{round_}-{i}",
+                size=i,
+                sha256=str(i) * 64,
+            )
+            for i in range(3)
+        ]
+        insert.insert(documents)
+        stored = {d.pk: d.name for d in Document.objects.filter(pk__in=[d.pk for d in documents])}
+        assert stored == {d.pk: d.name for d in documents}
+        assert len(stored) == 3
+
+
+def test_a_compiled_insert_takes_values_not_expressions(make_task, alice):
+    insert = CompiledInsert(Task)
+    with pytest.raises(TypeError, match="values"):
+        insert.insert([Task(owner=alice, content_sha256="x", input_bytes=Length(Value("ab")))])
+    # Some rows leave their time to the database and some do not: not one statement.
+    task = make_task()
+    events = [
+        TaskEvent(task_id=task.pk, seq=1, type="status", data={}),
+        TaskEvent(task_id=task.pk, seq=2, type="status", data={}, created_at=timezone.now()),
+    ]
+    with pytest.raises(TypeError, match="some rows"):
+        CompiledInsert(TaskEvent).insert(events)
+    assert not TaskEvent.objects.filter(task=task, seq__in=[1, 2]).exists()
 
 
 @pytest.mark.django_db(transaction=True)
