@@ -92,9 +92,15 @@ LOST = RunResult(None)  # the lease was lost
 
 class AttemptRun:
     def __init__(
-        self, claim: Claim, provider: Provider, clock: Clock, spare: SpareSlots | None = None
+        self,
+        claim: Claim,
+        stored: prepared.Stored | None,
+        provider: Provider,
+        clock: Clock,
+        spare: SpareSlots | None = None,
     ) -> None:
         self.claim = claim
+        self.stored = stored  # what the task held, read with its claim (None: read it again)
         self.spare = spare  # the worker's idle slots, for a plan's calls side by side
         self.provider = provider
         self.clock = clock
@@ -206,7 +212,7 @@ class AttemptRun:
         if late is not None:
             return late
         with self._timed(Stage.PARSE):
-            stored = await threads.on_shared_db(prepared.read_stored)(self.claim)
+            stored = self.stored or await threads.on_shared_db(prepared.read_stored)(self.claim)
             try:
                 read, documents = await until_stopped(
                     self._read_documents(stored.documents), self._stop_asked

@@ -1,5 +1,5 @@
-"""What an attempt finds stored before its call, read in one trip to the database, and
-what it made of it, stored in one.
+"""What an attempt finds stored before its call, read in the same trip to the database as
+its claim, and what it made of it, stored in one.
 
 Between its claim and the provider's call an attempt needs the task's documents, their
 passages, its plan and the notes already written; then it stores the passages and the
@@ -12,6 +12,7 @@ a wait for that thread and a switch back, and the first text waits for all of th
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -19,7 +20,7 @@ from django.db import transaction
 from reports import budgets
 from reports.parsers.passages import Passage
 from reports.parsers.planning import Plan
-from reports.worker import plan_store
+from reports.worker import leases, plan_store
 from reports.worker.leases import Claim, LeaseLost, mark_sent
 from reports.worker.plan_store import TaskInput
 from reports.worker.preparation import (
@@ -28,6 +29,8 @@ from reports.worker.preparation import (
     store_passages,
     stored_passages,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,21 @@ class Stored:
     task: TaskInput
     plan: Plan | None  # None: no plan of the current prompt yet
     notes: dict[str, str]  # the plan's notes already written, by call key
+
+
+def claim_and_read(worker_id: str, lanes, clock) -> tuple[Claim, Stored | None] | None:
+    """Claim a task (`leases.claim_next_task`) and read what it holds, in one trip to the
+    shared database thread: the first text waits for each trip (benchmark 1). None when
+    there was nothing to claim; the read None when it failed (the attempt reads again, and
+    ends the task if that fails too)."""
+    claim = leases.claim_next_task(worker_id, lanes, clock)
+    if claim is None:
+        return None
+    try:
+        return claim, read_stored(claim)
+    except Exception:
+        log.exception("reading what task %s holds failed; its attempt reads again", claim.task_id)
+        return claim, None
 
 
 def read_stored(claim: Claim) -> Stored:

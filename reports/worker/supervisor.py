@@ -29,7 +29,7 @@ from reports.providers.base import Provider
 from reports.streaming import broadcast
 from reports.threads import in_blocking_pool, on_shared_db, on_worker_thread
 from reports.webhooks.sender import Sender
-from reports.worker import identity, leases
+from reports.worker import identity, leases, prepared
 from reports.worker.attempt_core import CANCEL, LEASE_LOST
 from reports.worker.leases import Claim
 from reports.worker.pipeline import AttemptRun, RunResult
@@ -69,17 +69,15 @@ class Supervisor:
         """Claim one task and start running it; return whether work was found."""
         if len(self.running) + self.spare.lent >= self.slots or self._stopping:
             return False
-        claim = await on_shared_db(leases.claim_next_task)(self.worker_id, self.lanes, self.clock)
-        if claim is None:
+        claim_and_read = on_shared_db(prepared.claim_and_read)
+        claimed = await claim_and_read(self.worker_id, self.lanes, self.clock)
+        if claimed is None:
             return False
+        claim, stored = claimed
         await broadcast.publish(claim.events)
-        run = AttemptRun(claim, self.provider, self.clock, self.spare)
+        run = AttemptRun(claim, stored, self.provider, self.clock, self.spare)
         key = str(claim.attempt_id)
         self.running[key] = asyncio.create_task(self._run(run), name=f"attempt-{key}")
-        # The attempt asks the shared database thread for what its task holds before the
-        # next look for work queues there: its first text waits for the one, not for the
-        # other (benchmark 1).
-        await asyncio.sleep(0)
         return True
 
     async def learn_slots(self) -> None:

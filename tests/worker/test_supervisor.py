@@ -6,7 +6,7 @@ import logging
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.db import connection
+from django.db import DatabaseError, connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -14,7 +14,7 @@ from reports import events, lifecycle, storage, threads, wakeups
 from reports.models import Attempt, Status, Task, TaskEvent
 from reports.providers.base import Completed, Heartbeat, TextDelta
 from reports.streaming import broadcast
-from reports.worker import leases
+from reports.worker import leases, prepared, supervisor
 from reports.worker.leases import claim_next_task, reap_expired_leases
 from tests.helpers import (
     REPORT,
@@ -361,12 +361,12 @@ def test_finish_reason_length_counts_as_truncated(make_task, scripted_worker):
 
 
 @pytest.mark.django_db
-def test_a_new_task_reaches_its_call_after_one_read_and_one_write_on_the_shared_thread(
+def test_a_new_task_reaches_its_call_after_its_claim_and_one_write_on_the_shared_thread(
     make_task, scripted_worker, monkeypatch
 ):
-    """Between the claim and the provider's call an attempt reads what its task holds and
-    stores what it made (with the prompt's length, kept before the call): each trip to a
-    database thread is a wait the first text adds."""
+    """A claim reads what its task holds in the same trip; between it and the provider's
+    call an attempt stores what it made (with the prompt's length, kept before the call):
+    each trip to a database thread is a wait the first text adds."""
     trips: list[str] = []
     on_shared_db = threads.on_shared_db
 
@@ -388,17 +388,19 @@ def test_a_new_task_reaches_its_call_after_one_read_and_one_write_on_the_shared_
     task = make_task()
     worker = scripted_worker(report)
     monkeypatch.setattr(threads, "on_shared_db", counted)
+    monkeypatch.setattr(supervisor, "on_shared_db", counted)
     # The worker's own thread runs on this test's shared one (one transaction).
     monkeypatch.setattr(threads, "on_worker_thread", counted_on_worker_thread)
     run_all(worker)
 
     task.refresh_from_db()
     assert task.status == "succeeded"
-    # What the task holds; the document read, marked while it is; its text, kept for its
-    # owner; what the attempt made. The provider's reading rate came with the claim.
+    # The claim, with what the task holds; the document read, marked while it is; its
+    # text, kept for its owner; what the attempt made. The provider's reading rate came
+    # with the claim.
     assert at_call == [
         [
-            "read_stored",
+            "claim_and_read",
             "worker thread: mark_parsing",
             "store_prepared_text",
             "worker thread: mark_parsing",
@@ -406,6 +408,26 @@ def test_a_new_task_reaches_its_call_after_one_read_and_one_write_on_the_shared_
         ]
     ]
     assert task.attempts.get().prompt_chars > 0
+
+
+@pytest.mark.django_db
+def test_a_read_that_failed_with_the_claim_is_made_again_by_the_attempt(
+    make_task, scripted_worker, monkeypatch
+):
+    read_stored, reads = prepared.read_stored, []
+
+    def fails_once(claim):
+        reads.append(claim.task_id)
+        if len(reads) == 1:
+            raise DatabaseError("the connection dropped")
+        return read_stored(claim)
+
+    monkeypatch.setattr(prepared, "read_stored", fails_once)
+    task = make_task()
+    run_all(scripted_worker(whole_report))
+    task.refresh_from_db()
+    assert task.status == "succeeded"
+    assert reads == [task.pk, task.pk]
 
 
 @pytest.mark.django_db
@@ -540,8 +562,6 @@ async def test_a_beat_renews_only_a_lease_no_write_renewed_within_its_interval(
 ):
     """A streaming attempt's chunk writes renew its lease: its beats write nothing. A
     quiet one (reading the prompt, validating) is renewed at every beat."""
-    from reports.worker import supervisor
-
     renewed = []
     monkeypatch.setattr(leases, "renew_lease", lambda task_id, epoch: renewed.append(task_id))
     beats = 0
