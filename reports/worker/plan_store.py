@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.db.models.functions import Now
 
-from reports.models import CompiledRead, PlanCall, Status, Task
+from reports.models import CompiledRead, CompiledUpdate, PlanCall, Status, Task
 from reports.parsers.passages import Passage
 from reports.parsers.planning import FINAL, PART, Plan, Step
 from reports.providers import report_writer
@@ -55,9 +55,8 @@ def store_plan(claim: Claim, plan: Plan) -> bool:
     fails there rolls the whole back."""
     with transaction.atomic(savepoint=False):
         # Fenced as the lease's holder: the update locks the row till its transaction commits.
-        if not _held(claim.task_id, claim.epoch).update(
-            plan={**plan.as_json(), "prompt_version": PROMPT_VERSION}
-        ):
+        stored = {**plan.as_json(), "prompt_version": PROMPT_VERSION}
+        if not _STORE_PLAN.count(claim.task_id, claim.epoch, stored):
             return False
         PlanCall.objects.filter(task_id=claim.task_id).delete()  # a plan of an older prompt
         PlanCall.objects.bulk_create(
@@ -74,6 +73,19 @@ def store_plan(claim: Claim, plan: Plan) -> bool:
             for position, step in enumerate(plan.notes_steps, start=1)
         )
     return True
+
+
+# Every new task's first attempt stores its plan: compiled once (reports.models.compiled).
+_STORE_PLAN = CompiledUpdate(
+    lambda task_id, epoch, plan: _held(task_id, epoch),
+    lambda task_id, epoch, plan: {"plan": plan},
+    lambda task_id, epoch, plan: [
+        (Task._meta.get_field("plan"), plan),
+        (Task._meta.get_field("epoch"), epoch),  # the ORM's order: by name
+        (Task._meta.pk, task_id),
+        (Task._meta.get_field("status"), Status.RUNNING),
+    ],
+)
 
 
 def finished_notes(task_id) -> dict[str, str]:
