@@ -218,12 +218,14 @@ class CompiledInsert:
 
     def __init__(self, model: type[Model]):
         self._model = model
-        self._by_database: dict[tuple[str, str, Hashable], tuple[str, list, list]] = {}
+        self._by_database: dict[tuple[str, str, Hashable], _Insert] = {}
 
     def insert(self, objs: Sequence[Model], using: str = "default") -> None:
         connection = connections[using]
         meta = self._model._meta
         with_pk = objs[0].pk is not None
+        if any((obj.pk is not None) != with_pk for obj in objs):
+            raise TypeError(f"{self._model.__name__}: some rows have their id and some not")
         fields = [
             f
             for f in meta.local_concrete_fields

@@ -229,6 +229,8 @@ def test_a_compiled_insert_takes_values_not_expressions(make_task, alice):
     insert = CompiledInsert(Task)
     with pytest.raises(TypeError, match="values"):
         insert.insert([Task(owner=alice, content_sha256="x", input_bytes=Length(Value("ab")))])
+    with pytest.raises(TypeError, match="some rows have their id"):
+        insert.insert([Task(owner=alice, content_sha256="y"), Task(owner=alice, id=None)])
     # Some rows leave their time to the database and some do not: not one statement.
     task = make_task()
     events = [
