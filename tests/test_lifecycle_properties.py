@@ -103,7 +103,7 @@ class TaskLifecycle(RuleBasedStateMachine):
         claim = self._claim_of(task, stale)
         if claim is not None:
             provider = ScriptedProvider(finishes_the_report, self.clock)
-            async_to_sync(AttemptRun(claim, provider, self.clock).run)()
+            async_to_sync(AttemptRun(claim, None, provider, self.clock).run)()
 
     @invariant()
     def terminal_states_never_change(self):
