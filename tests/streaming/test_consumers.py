@@ -446,8 +446,14 @@ async def test_idle_pages_hold_no_asyncio_task_of_their_own(alice, settings):
         await asyncio.sleep(0.01)
     assert [page.sending for page in open_pages] == [None] * len(pages)
     # Besides the pages: the feed's listener, the poller, the two tickers and the layer's
-    # receiver.
-    assert len(asyncio.all_tasks()) - before <= 2 * len(pages) + 5
+    # receiver. A task of the moment (a tick's write under way on a busy machine) ends as
+    # the loop runs on; one a page kept would not.
+    allowed = 2 * len(pages) + 5
+    for _ in range(500):
+        if len(asyncio.all_tasks()) - before <= allowed:
+            break
+        await asyncio.sleep(0.01)
+    assert len(asyncio.all_tasks()) - before <= allowed
     for comm in pages:
         await comm.disconnect()
 
