@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import os
@@ -23,6 +24,7 @@ from reports import threads
 from reports.clock import FakeClock
 from reports.models import ApiToken, Task
 from reports.observability.logs import JsonFormatter
+from reports.worker import pipeline
 from reports.worker.supervisor import Supervisor
 from tests.helpers import (
     SAMPLE,
@@ -139,6 +141,30 @@ def worker_thread(request, monkeypatch) -> None:
 def worker(clock, worker_thread) -> Supervisor:
     """A worker of four slots on the fake clock, its writes on the thread `worker_thread` says."""
     return Supervisor(slots=4, clock=clock)
+
+
+@pytest.fixture
+def writes_in_step(clock, monkeypatch) -> None:
+    """Make the fake clock wait, before it moves, for the chunk writes runners handed over:
+    each write ends before the provider's next delta, as on a quiet machine. A runner reads
+    on while its writes are under way, and a provider on the fake clock would otherwise
+    send its whole stream during one write."""
+    writes: list[asyncio.Task] = []
+    hand_over, sleep = pipeline.AttemptRun._write, clock.sleep
+
+    async def handed_over(self, chunk: str) -> None:
+        await hand_over(self, chunk)
+        writes.append(self._writing)
+
+    async def after_the_writes(seconds: float) -> None:
+        await asyncio.sleep(0)  # the runner takes what the provider sent last
+        while under_way := [write for write in writes if not write.done()]:
+            await asyncio.wait(under_way)
+        writes.clear()
+        await sleep(seconds)
+
+    monkeypatch.setattr(pipeline.AttemptRun, "_write", handed_over)
+    monkeypatch.setattr(clock, "sleep", after_the_writes)
 
 
 @pytest.fixture

@@ -138,6 +138,9 @@ class AttemptRun:
         self._label = ""  # the plan's latest progress label
         # The plan's calls under way, by call key: the progress label names them all.
         self._under_way: dict[str, Step] = {}
+        self._unwritten: list[str] = []  # the report's text handed over, not yet written
+        self._writing: asyncio.Task | None = None  # writing it, one write at a time
+        self._write_failure: Exception | None = None  # what that write failed with
         self._unsent: list[Event] = []  # committed, not yet fanned out
         self._announcing: asyncio.Task | None = None  # fanning them out
         self._probe_answered = False  # as the circuit's probe, told it the provider answered
@@ -167,8 +170,12 @@ class AttemptRun:
             return
         self.stop_reason = reason
         self._stop_asked.set()
-        for call, queue in self._calls.values():
+        for call, _ in self._calls.values():
             call.stop(reason)
+        self._wake_calls()
+
+    def _wake_calls(self) -> None:
+        for _, queue in self._calls.values():
             with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
                 queue.put_nowait(_WAKE)
 
@@ -191,6 +198,8 @@ class AttemptRun:
             return await self._end_raised()
         finally:
             wakeups.unsubscribe(self.task_id)
+            if self._writing is not None:  # a lease lost: its last write ends, fenced
+                await asyncio.gather(self._writing, return_exceptions=True)
 
     async def _end_raised(self) -> RunResult:
         """End an attempt that raised at once, keeping its text, rather than leave its task
@@ -446,6 +455,7 @@ class AttemptRun:
         except asyncio.QueueEmpty:
             alarm.set(call.next_tick_at())
             item = await queue.get()
+        self._raise_write_failure()
         now = self.clock.monotonic()
         decisions = call.tick(now) if item is _WAKE else call.receive(item, now)
         if self.claim.probe and call.answered and not self._probe_answered:
@@ -604,10 +614,50 @@ class AttemptRun:
         )
 
     async def _write(self, chunk: str) -> None:
-        """Persist a chunk as one delta event (renewing the lease), then fan it out."""
-        await self._append(events.delta(chunk), first_text=True)
+        """Hand a chunk of the report over to be written as a delta event, and go back to
+        the provider's stream without waiting for it.
 
-    async def _append(self, draft: events.Draft, *, first_text: bool = False) -> None:
+        One write at a time per attempt keeps the events in order. What is handed over
+        while one is under way goes into the next, whole: when the database is slow, a
+        runner that waited for each write read one delta after it and wrote that alone, and
+        fell further behind with every write (benchmark 2). A write that fails is raised at
+        the runner's next step; a lost lease also stops the call at once."""
+        self._raise_write_failure()
+        self._unwritten.append(chunk)
+        if self._writing is None or self._writing.done():
+            self._writing = asyncio.create_task(self._write_unwritten())
+
+    async def _write_unwritten(self) -> None:
+        while self._unwritten and self._write_failure is None:
+            chunk, self._unwritten = "".join(self._unwritten), []
+            try:
+                await self._append_now(events.delta(chunk), first_text=True)
+            except Exception as exc:
+                self._write_failure, self._unwritten = exc, []
+                if isinstance(exc, LeaseLost):
+                    self.request_stop(attempt_core.LEASE_LOST)
+                else:
+                    self._wake_calls()
+
+    def _raise_write_failure(self) -> None:
+        """Raise what a write handed over failed with, once."""
+        failure, self._write_failure = self._write_failure, None
+        if failure is not None:
+            raise failure
+
+    async def _written(self) -> None:
+        """Wait until the text handed over so far is written: before any other event of
+        the attempt, and its end."""
+        if self._writing is not None:
+            await asyncio.gather(self._writing, return_exceptions=True)
+        self._raise_write_failure()
+
+    async def _append(self, draft: events.Draft) -> None:
+        """Append an event after the text handed over before it (`_append_now`)."""
+        await self._written()
+        await self._append_now(draft)
+
+    async def _append_now(self, draft: events.Draft, *, first_text: bool = False) -> None:
         """Append an event fenced by the lease (renewing it), fan it out, and stop when the
         same write found a cancel requested."""
         written = await chunk_writes.append_event(
@@ -667,6 +717,7 @@ class AttemptRun:
         return Outcome(Status.SUCCEEDED)
 
     async def _move(self, frm: str, to: str) -> None:
+        await self._written()
         event = await threads.on_worker_thread(Task.objects.transition)(
             self.task_id, frm, to, expect_epoch=self.claim.epoch
         )
@@ -678,7 +729,7 @@ class AttemptRun:
     def _announce(self, event: Event) -> None:
         """Fan a committed event out without holding up the stream, after those before it.
 
-        The runner goes back to the provider's text as soon as its chunk is written: with
+        The runner goes back to the provider's text without waiting for a fan-out: with
         Redis, a fan-out is several round trips, and waiting for it held each runner for
         half its stream (benchmark 2, scale-out). One fan-out at a time per attempt keeps
         the order; events committed meanwhile go out together in the next one, so a slow
@@ -704,6 +755,7 @@ class AttemptRun:
     async def _end(self, outcome: Outcome, **task_fields) -> str:
         """Write the attempt's end and the task's new status in one transaction; return
         that status."""
+        await self._written()
         await self._announced()
         ended = await threads.on_worker_thread(write_end)(
             self.record(), outcome, clock=self.clock, **task_fields

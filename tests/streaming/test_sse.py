@@ -26,7 +26,8 @@ from reports.worker.leases import Claim, claim_next_task
 from tests.helpers import queries_on_shared_db, report_body, saved_report
 
 db = sync_to_async
-pytestmark = pytest.mark.django_db(transaction=True)
+# A finished task has events enough to resume from anywhere in them.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("writes_in_step")]
 
 WAIT_S = 10.0  # only ever reached when the stream misbehaves
 

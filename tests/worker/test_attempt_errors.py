@@ -6,9 +6,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+from django.db import DatabaseError
 
 from reports import storage
-from reports.models import Attempt, ErrorType
+from reports.models import Attempt, ErrorType, TaskQuerySet
+from reports.providers.base import Completed, TextDelta
 from reports.worker import pipeline
 from tests.helpers import REPORT, run_all, stored_uploads, whole_report
 
@@ -69,4 +71,38 @@ def test_an_attempt_raising_after_text_keeps_it_and_settles_its_cost(
     assert task.cost_status == "settled"
     assert 0 < task.cost_micros == attempt.cost_micros
     assert worker.running == {}
+    assert traceback_logged(caplog)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_chunk_write_that_fails_ends_the_task_at_once_keeping_the_text_written(
+    make_task, scripted_worker, monkeypatch, caplog
+):
+    append_events = TaskQuerySet.append_events
+    sent = []
+
+    def fails_on_the_third(self, appends, **kind):
+        if any(draft.type == "delta" for _, _, draft in appends):
+            sent.append(appends)
+            if len(sent) == 3:
+                raise DatabaseError("the connection dropped")
+        return append_events(self, appends, **kind)
+
+    monkeypatch.setattr(TaskQuerySet, "append_events", fails_on_the_third)
+
+    async def endless(request, clock):
+        for i in range(10_000):
+            yield TextDelta(f"w{i} ")
+            await clock.sleep(0.05)
+        yield Completed("stop")
+
+    task = make_task()
+    run_all(scripted_worker(endless))
+
+    task.refresh_from_db()
+    assert (task.status, task.error_type) == ("failed", ErrorType.WORKER_ERROR)
+    written = list(task.events.filter(type="delta").values_list("data__text", flat=True))
+    assert len(written) == 2  # nothing written after the write that failed
+    assert len(sent) == 3  # and the stream stopped there, not at its end
+    assert Attempt.objects.get(task=task).text.startswith("".join(written))
     assert traceback_logged(caplog)

@@ -3,6 +3,7 @@
 import asyncio
 import datetime as dt
 import logging
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -11,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from reports import events, lifecycle, storage, threads, wakeups
-from reports.models import Attempt, Status, Task, TaskEvent
+from reports.models import Attempt, Status, Task, TaskEvent, TaskQuerySet
 from reports.providers.base import Completed, Heartbeat, TextDelta
 from reports.streaming import broadcast
 from reports.worker import leases, prepared, supervisor
@@ -431,6 +432,7 @@ def test_a_read_that_failed_with_the_claim_is_made_again_by_the_attempt(
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("writes_in_step")
 def test_deltas_are_coalesced_into_few_events(make_task, scripted_worker):
     async def tiny_tokens(request, clock):
         yield TextDelta("# Title\n\n## Summary\n\nText.\n\n## More\n\n")
@@ -448,6 +450,7 @@ def test_deltas_are_coalesced_into_few_events(make_task, scripted_worker):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("writes_in_step")
 def test_the_first_moments_of_text_go_out_delta_by_delta(make_task, scripted_worker):
     async def tokens_every_20_ms(request, clock):
         yield TextDelta("# Title\n\n## Summary\n\nText.\n\n## More\n\n")
@@ -466,6 +469,41 @@ def test_the_first_moments_of_text_go_out_delta_by_delta(make_task, scripted_wor
     ]
     assert len(deltas) <= 8 + 20 + 1  # the other 1.85 s of text: about 19 chunks
     assert Task.objects.get(pk=task.pk).status == "succeeded"
+
+
+@pytest.mark.django_db
+def test_a_slow_write_does_not_hold_the_stream_and_what_came_meanwhile_goes_out_whole(
+    make_task, scripted_worker, monkeypatch
+):
+    held, release = threading.Event(), threading.Event()
+    append_events = TaskQuerySet.append_events
+
+    def slow_first_word(self, appends, **kind):
+        if any(draft.data.get("text") == "w0 " for _, _, draft in appends):
+            held.set()
+            release.wait(10)  # let go by the script; the bound only ends a failing run
+        return append_events(self, appends, **kind)
+
+    monkeypatch.setattr(TaskQuerySet, "append_events", slow_first_word)
+
+    async def words_during_a_slow_write(request, clock):
+        yield TextDelta("# Title\n\n## Summary\n\n")
+        yield TextDelta("w0 ")
+        await asyncio.to_thread(held.wait, 10)
+        for i in range(1, 41):  # 0.8 s of text while that write is held
+            await clock.sleep(0.02)
+            yield TextDelta(f"w{i} ")
+        release.set()
+        yield Completed("stop")
+
+    task = make_task()
+    run_all(scripted_worker(words_during_a_slow_write))
+    deltas = [e.data["text"] for e in TaskEvent.objects.filter(task=task, type="delta")]
+    assert release.is_set()  # the runner read all 40 words while the write was held
+    assert deltas[:2] == ["# Title\n\n## Summary\n\n", "w0 "]
+    # What came meanwhile: one write once the slow one ended (and what the end flushed).
+    assert len(deltas) <= 4
+    assert "".join(deltas[2:]) == "".join(f"w{i} " for i in range(1, 41))
 
 
 @pytest.mark.django_db
