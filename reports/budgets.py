@@ -397,11 +397,60 @@ def hold_again(task_id) -> bool:
 
 
 def _holding(task_id, status: str) -> Task | None:
-    return (
+    return _HOLDING.instance(task_id, status)
+
+
+# Every task's end settles its money: these are compiled once (reports.models.compiled).
+_HOLDING = CompiledRead(
+    lambda task_id, status: (
         Task.objects.filter(pk=task_id, cost_status=status)
         .only("id", "owner_id", "reserved_micros", "model")
-        .first()
-    )
+        .order_by("pk")[:1]
+    ),
+    lambda task_id, status: [
+        (Task._meta.get_field("cost_status"), status),  # the ORM's order: by name
+        (Task._meta.pk, task_id),
+    ],
+)
+_ATTEMPT_COSTS = CompiledRead(
+    lambda task_id: Attempt.objects.filter(task_id=task_id).values_list(
+        "cost_micros", "usage_source"
+    ),
+    lambda task_id: [(Attempt._meta.get_field("task"), task_id)],
+)
+_SETTLED = CompiledUpdate(
+    lambda task_id, frm, status, cost: Task.objects.filter(pk=task_id, cost_status=frm),
+    lambda task_id, frm, status, cost: {
+        "cost_status": status,
+        "cost_micros": cost,
+        "reserved_micros": 0,
+    },
+    lambda task_id, frm, status, cost: [
+        (Task._meta.get_field("cost_status"), status),
+        (Task._meta.get_field("cost_micros"), cost),
+        (Task._meta.get_field("reserved_micros"), 0),
+        (Task._meta.get_field("cost_status"), frm),  # the filter's, by name
+        (Task._meta.pk, task_id),
+    ],
+)
+_CHARGED = CompiledUpdate(
+    lambda user_id, cost, held: Budget.objects.filter(user_id=user_id),
+    lambda user_id, cost, held: {
+        "spent_micros": F("spent_micros")
+        + Least(
+            Value(cost),
+            F("limit_micros") - F("spent_micros") - F("reserved_micros") + held,
+            output_field=BigIntegerField(),
+        ),
+        "reserved_micros": F("reserved_micros") - held,
+    },
+    lambda user_id, cost, held: [
+        (_micros(), cost),
+        (_micros(), held),
+        (_micros(), held),
+        (Budget._meta.get_field("user"), user_id),
+    ],
+)
 
 
 @dataclass(frozen=True)
@@ -415,7 +464,7 @@ class _AttemptCosts:
 
 
 def _attempt_costs(task_id) -> _AttemptCosts:
-    rows = list(Attempt.objects.filter(task_id=task_id).values_list("cost_micros", "usage_source"))
+    rows = _ATTEMPT_COSTS.rows(task_id)
     return _AttemptCosts([cost for cost, _ in rows], any(source in MEASURED for _, source in rows))
 
 
@@ -428,16 +477,7 @@ def _settle(task: Task, frm: str, cost: int, measured: bool) -> str | None:
     records its whole cost.
     """
     status = CostStatus.SETTLED if cost or measured else CostStatus.RELEASED
-    changed = Task.objects.filter(pk=task.pk, cost_status=frm).update(
-        cost_status=status, cost_micros=cost, reserved_micros=0
-    )
-    if changed != 1:
+    if _SETTLED.count(task.pk, frm, status, cost) != 1:
         return None
-    held = task.reserved_micros
-    headroom = F("limit_micros") - F("spent_micros") - F("reserved_micros") + held
-    charged = Least(Value(cost), headroom, output_field=BigIntegerField())
-    Budget.objects.filter(user_id=task.owner_id).update(
-        spent_micros=F("spent_micros") + charged,
-        reserved_micros=F("reserved_micros") - held,
-    )
+    _CHARGED.count(task.owner_id, cost, task.reserved_micros)
     return status

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from reports.models import ErrorType, Task
+from reports.models import CompiledRead, ErrorType, Task
 from reports.observability.logs import log_event
 
 log = logging.getLogger("reports.tasks")
@@ -28,7 +28,7 @@ def ms_between(start, end) -> float | None:
 
 def log_task_ended(task_id) -> None:
     """Log `task.ended` for a task that just reached a terminal status."""
-    task = Task.objects.defer("report_html", "instructions").get(pk=task_id)
+    task = _ENDED.instance(task_id)
     log_event(
         log,
         "task.ended",
@@ -42,6 +42,13 @@ def log_task_ended(task_id) -> None:
         result_id=str(task.result_id) if task.result_id else None,
         cost_status=task.cost_status,
     )
+
+
+# Every task's end logs it: compiled once (reports.models.compiled).
+_ENDED = CompiledRead(
+    lambda task_id: Task.objects.defer("report_html", "instructions").filter(pk=task_id),
+    lambda task_id: [(Task._meta.pk, task_id)],
+)
 
 
 def log_reaped(

@@ -9,7 +9,7 @@ import json
 from django.core.serializers.json import DjangoJSONEncoder
 from django.utils import timezone
 
-from reports.models import Task, WebhookDelivery, WebhookEndpoint
+from reports.models import CompiledRead, Task, WebhookDelivery, WebhookEndpoint
 from reports.serving.task_body import task_body
 
 
@@ -19,8 +19,7 @@ def write(task_id, status: str) -> int:
     The body is frozen here: every attempt sends these same bytes.
     """
     # One query when the owner has no endpoint: the end's transaction stays as short as it was.
-    owner = Task.objects.filter(pk=task_id).values("owner_id")[:1]
-    endpoints = list(WebhookEndpoint.objects.filter(user_id=owner, disabled_at__isnull=True))
+    endpoints = _ENDPOINTS.instances(task_id)
     if not endpoints:
         return 0
     task = Task.objects.get(pk=task_id)
@@ -38,3 +37,13 @@ def write(task_id, status: str) -> int:
         for endpoint in endpoints
     )
     return len(endpoints)
+
+
+# Every task's end reads them: compiled once (reports.models.compiled).
+_ENDPOINTS = CompiledRead(
+    lambda task_id: WebhookEndpoint.objects.filter(
+        user_id=Task.objects.filter(pk=task_id).values("owner_id")[:1],
+        disabled_at__isnull=True,
+    ),
+    lambda task_id: [(Task._meta.pk, task_id)],
+)

@@ -177,7 +177,7 @@ def _record(task_id, epoch: int, said: str | None, clock) -> tuple[str, int]:
     failures in a row after it."""
     now = _now(clock)
     name = provider_name()
-    seen = ProviderCircuit.objects.filter(provider=name).first()
+    seen = ProviderCircuit.objects.current()
     if said != FAULT and (seen is None or _change(seen, said, task_id, epoch, now) is None):
         # The common end: nothing to change, and no write lock taken.
         return (CircuitState.CLOSED, 0) if seen is None else (seen.state, seen.failures)
