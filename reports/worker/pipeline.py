@@ -59,6 +59,7 @@ from reports.worker.attempt_core import (
     Write,
 )
 from reports.worker.attempt_end import AttemptRecord, call_usage, write_end
+from reports.worker.call_feed import CallFeed
 from reports.worker.leases import Claim, LeaseLost, mark_parsing, mark_sent
 from reports.worker.outcome import Outcome
 from reports.worker.plan_store import CallEnd, TaskInput
@@ -69,7 +70,8 @@ from reports.worker.slots import SpareSlots
 
 log = logging.getLogger(__name__)
 
-_WAKE = object()  # a stop was requested, or a time limit fell due
+# The provider's stream gives the loop to the others at least this often, in items.
+PUMP_YIELD_EVERY = 32
 TOKEN_SAMPLE_CHARS = 100_000
 # A reading expected to take this long is announced as the call starts, with its time.
 READING_SHOWN_FROM_S = 2.0
@@ -122,10 +124,8 @@ class AttemptRun:
         self.prompt_chars = 0
         self.removed_citations = 0  # citation ids naming no passage, taken out of the report
         self.first_text_ms: float | None = None
-        # The calls under way, each with its queue: one item of look-ahead, as the
-        # provider is paced by this runner and an injected clock cannot run ahead of
-        # what the runner has seen.
-        self._calls: dict[int, tuple[Call, asyncio.Queue]] = {}
+        # The calls under way, each with the feed its stream goes into.
+        self._calls: dict[int, tuple[Call, CallFeed]] = {}
         self._rate_unread = True  # the first call takes the reading rate its claim read
         self.plan: Plan | None = None
         self.documents: list[SourceDocument] = []  # the task's documents, read (parse stage)
@@ -175,9 +175,8 @@ class AttemptRun:
         self._wake_calls()
 
     def _wake_calls(self) -> None:
-        for _, queue in self._calls.values():
-            with contextlib.suppress(asyncio.QueueFull):  # a full queue wakes it anyway
-                queue.put_nowait(_WAKE)
+        for _, feed in self._calls.values():
+            feed.wake()
 
     async def run(self) -> RunResult:
         """Run the attempt to its end; return the status it left its task in."""
@@ -404,16 +403,15 @@ class AttemptRun:
             self.call = call
         if self.stop_reason:
             call.stop(self.stop_reason)
-        queue: asyncio.Queue = asyncio.Queue(maxsize=1)
-        alarm = _Alarm(queue, self.clock)
-        self._calls[id(call)] = (call, queue)
-        pump = asyncio.create_task(self._pump(request, queue))
+        feed = CallFeed(call, self.clock)
+        self._calls[id(call)] = (call, feed)
+        pump = asyncio.create_task(self._pump(request, feed))
         try:
             expected = call.reading_now()
             if report and (expected.eta_s or 0) >= READING_SHOWN_FROM_S:
                 await self._reading(expected)  # a long read: the page says how long
             while True:
-                for decision in await self._next_decisions(call, queue, alarm, report=report):
+                for decision in await self._next_decisions(call, feed, report=report):
                     if isinstance(decision, Write):
                         if report:
                             await self._write(decision.text)
@@ -428,36 +426,37 @@ class AttemptRun:
                         raise LeaseLost(self.task_id)
         finally:
             del self._calls[id(call)]
-            alarm.cancel()
+            feed.close()
             pump.cancel()
             await asyncio.gather(pump, return_exceptions=True)
 
-    async def _pump(self, request: GenerationRequest, queue: asyncio.Queue) -> None:
+    async def _pump(self, request: GenerationRequest, feed: CallFeed) -> None:
+        """Read the provider's stream into the call's feed, each item as it comes."""
         try:
             # aclosing: a cancelled pump closes the provider's stream (and its connection)
             # at once, not whenever the generator is collected.
             async with contextlib.aclosing(self.provider.stream(request)) as items:
+                given = 0
                 async for item in items:
-                    await queue.put(item)
-            await queue.put(StreamEnded())
+                    feed.give(item)
+                    if feed.ended:
+                        return
+                    given += 1
+                    if not given % PUMP_YIELD_EVERY:
+                        # A stream already buffered does not hold the loop from the others.
+                        await asyncio.sleep(0)
+            feed.give(StreamEnded())
         except ProviderError as exc:
-            await queue.put(exc)
+            feed.give(exc)
         except Exception as exc:  # an adapter bug must end the call, not hang it
             log.exception("provider %s raised unexpectedly", self.provider.name)
-            await queue.put(ProviderError(ErrorType.PROVIDER_ERROR, f"Provider failure: {exc}"))
+            feed.give(ProviderError(ErrorType.PROVIDER_ERROR, f"Provider failure: {exc}"))
 
-    async def _next_decisions(
-        self, call: Call, queue: asyncio.Queue, alarm: _Alarm, *, report: bool
-    ) -> list[Decision]:
-        """Feed the core the next stream item, or a tick when it falls due first."""
-        try:
-            item = queue.get_nowait()  # an item already waiting is never timed out
-        except asyncio.QueueEmpty:
-            alarm.set(call.next_tick_at())
-            item = await queue.get()
+    async def _next_decisions(self, call: Call, feed: CallFeed, *, report: bool) -> list[Decision]:
+        """Return what the core decided since the runner last looked, once it decided
+        something or the runner must look at the call."""
+        decisions = await feed.decisions()
         self._raise_write_failure()
-        now = self.clock.monotonic()
-        decisions = call.tick(now) if item is _WAKE else call.receive(item, now)
         if self.claim.probe and call.answered and not self._probe_answered:
             self._probe_answered = True  # the provider is back: let the queue go on
             await threads.on_worker_thread(breaker.probe_answered)(
@@ -790,45 +789,6 @@ class AttemptRun:
 
     def _timed(self, stage: str):
         return _StageTimer(self, stage)
-
-
-class _Alarm:
-    """Puts a wake-up in a call's queue when the call's next time limit falls due.
-
-    One timer a call, moved only when that instant comes earlier than the timer's: a
-    timer a stream item (a wait with a timeout for each) cost the worker's event loop
-    more than the item itself. A timer left set for an instant that has since moved later
-    wakes the runner early, and the core's tick then finds nothing due.
-    """
-
-    # A timer this close to the instant wanted is kept: it spares re-setting it for the
-    # difference between the loop's clock and the runner's.
-    SLACK_S = 0.001
-
-    def __init__(self, queue: asyncio.Queue, clock: Clock) -> None:
-        self._queue = queue
-        self._clock = clock
-        self._loop = asyncio.get_running_loop()
-        self._timer: asyncio.TimerHandle | None = None
-
-    def set(self, due: float) -> None:
-        """Make sure a wake-up comes no later than `due`, on the runner's clock."""
-        at = self._loop.time() + max(0.0, due - self._clock.monotonic())
-        if self._timer is not None:
-            if self._timer.when() <= at + self.SLACK_S:
-                return
-            self._timer.cancel()
-        self._timer = self._loop.call_at(at, self._ring)
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _ring(self) -> None:
-        self._timer = None
-        with contextlib.suppress(asyncio.QueueFull):  # an item waiting wakes it anyway
-            self._queue.put_nowait(_WAKE)
 
 
 def _learn_from(call: Call, outcome: Outcome) -> None:

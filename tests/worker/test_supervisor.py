@@ -488,6 +488,7 @@ def test_a_slow_write_does_not_hold_the_stream_and_what_came_meanwhile_goes_out_
 
     async def words_during_a_slow_write(request, clock):
         yield TextDelta("# Title\n\n## Summary\n\n")
+        await clock.sleep(0.01)  # the title is written alone (deltas of one instant go together)
         yield TextDelta("w0 ")
         await asyncio.to_thread(held.wait, 10)
         for i in range(1, 41):  # 0.8 s of text while that write is held
