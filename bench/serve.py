@@ -61,7 +61,12 @@ def main() -> None:
     if args.worker:
         from django.core.management import call_command
 
-        call_command("reportworker", slots=args.slots)
+        from project.unreachable import close_pools
+
+        try:
+            call_command("reportworker", slots=args.slots)
+        finally:
+            close_pools()  # as manage.py does: no pool's threads left to Python's shutdown
     else:
         import project.asgi
 

@@ -25,9 +25,17 @@ def run_command(argv: list[str]) -> None:
             raise
         sys.exit(f"{' '.join(argv[:2])}: {reason}")
     finally:
-        for connection in connections.all(initialized_only=True):
-            if getattr(connection, "pool", None) is not None:
-                connection.close_pool()
+        close_pools()
+
+
+def close_pools() -> None:
+    """Close this process's connection pools: one left open when Python shuts down has its
+    threads write logging errors as it goes."""
+    from django.db import connections
+
+    for connection in connections.all(initialized_only=True):
+        if getattr(connection, "pool", None) is not None:
+            connection.close_pool()
 
 
 def _why_unreachable(connection) -> str | None:
