@@ -24,6 +24,7 @@ from django.db.models import (
     Exists,
     ExpressionWrapper,
     F,
+    IntegerField,
     OuterRef,
     Subquery,
     Sum,
@@ -46,6 +47,8 @@ from reports.models import (
     Status,
     Task,
     TaskEvent,
+    at_cap_parameters,
+    live_lease_parameters,
 )
 from reports.parsers import planning
 from reports.providers import concurrency, table_facts
@@ -68,6 +71,8 @@ LABELS = {
 
 # --- status --------------------------------------------------------------------------
 
+_STATUS, _NUMBER = Task._meta.get_field("status"), IntegerField()
+
 
 def estimated_wait_s(lane: str, position: int) -> float | None:
     """Estimate the wait: median run time of the lane's recent reports, times position
@@ -75,11 +80,7 @@ def estimated_wait_s(lane: str, position: int) -> float | None:
 
     None when the lane has no finished report to learn from yet.
     """
-    rows = (
-        Task.objects.filter(lane=lane, status=Status.SUCCEEDED, claimed_at__isnull=False)
-        .order_by("-finished_at")
-        .values_list("claimed_at", "finished_at")[:WAIT_SAMPLE]
-    )
+    rows = _RECENT_RUNS.rows(lane)
     durations = [(done - claimed).total_seconds() for claimed, done in rows if done]
     if not durations:
         return None
@@ -88,6 +89,49 @@ def estimated_wait_s(lane: str, position: int) -> float | None:
         slots = min(slots, provider_limit)
     slots = max(1, slots)
     return statistics.median(durations) * position / slots
+
+
+# Every queued page's status line reads these two: compiled once (reports.models.compiled).
+_RECENT_RUNS = CompiledRead(
+    lambda lane: (
+        Task.objects.filter(lane=lane, status=Status.SUCCEEDED, claimed_at__isnull=False)
+        .order_by("-finished_at")
+        .values_list("claimed_at", "finished_at")[:WAIT_SAMPLE]
+    ),
+    lambda lane: [(Task._meta.get_field("lane"), lane), (_STATUS, Status.SUCCEEDED)],
+)
+
+
+def _ahead_of_others(task_id):
+    """The queued task's owner's live leases (`running`), and whether another owner's
+    task waits in its lane for the claim to take it first (`waiting`)."""
+    mine = Task.objects.live_leases().filter(owner_id=OuterRef("owner_id"))
+    others = Task.objects.filter(status=Status.QUEUED, lane=OuterRef("lane")).exclude(
+        owner_id__in=Task.objects.at_cap()
+    )
+    return (
+        Task.objects.filter(pk=task_id)
+        .annotate(
+            running=Coalesce(
+                Subquery(mine.values("owner_id").annotate(n=Count("pk")).values("n")), 0
+            ),
+            waiting=Exists(others),
+        )
+        .values_list("running", "waiting")[:1]
+    )
+
+
+_AHEAD_OF_OTHERS = CompiledRead(
+    _ahead_of_others,
+    lambda task_id: [
+        *live_lease_parameters(),
+        (_NUMBER, 0),  # Coalesce(count, 0)
+        (_NUMBER, 1),  # Exists: SELECT 1
+        (_STATUS, Status.QUEUED),
+        *at_cap_parameters(),
+        (Task._meta.pk, task_id),
+    ],
+)
 
 
 def submitted_elapsed_ms(task_id) -> int:
@@ -236,21 +280,10 @@ def running_ahead_of_others(task: Task) -> int:
     """Return how many reports the owner of the queued `task` has running when that makes
     it wait behind other people's (at least REPORTS_USER_MAX_RUNNING, and another owner's
     task waits in its lane: the claim takes theirs first); 0 when it does not. One query."""
-    mine = Task.objects.live_leases().filter(owner_id=OuterRef("owner_id"))
-    others = Task.objects.filter(status=Status.QUEUED, lane=OuterRef("lane")).exclude(
-        owner_id__in=Task.objects.at_cap()
-    )
-    running, waiting = (
-        Task.objects.filter(pk=task.pk)
-        .annotate(
-            running=Coalesce(
-                Subquery(mine.values("owner_id").annotate(n=Count("pk")).values("n")), 0
-            ),
-            waiting=Exists(others),
-        )
-        .values_list("running", "waiting")
-        .get()
-    )
+    row = _AHEAD_OF_OTHERS.first(task.pk)
+    if row is None:  # deleted meanwhile: nobody waits behind it
+        return 0
+    running, waiting = row
     return running if waiting and running >= settings.REPORTS_USER_MAX_RUNNING else 0
 
 

@@ -14,7 +14,9 @@ from reports.models.tasks import (
     Task,
     TaskEvent,
     TaskQuerySet,
+    at_cap_parameters,
     db_now_plus,
+    live_lease_parameters,
 )
 from reports.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from reports.states import (
@@ -70,5 +72,7 @@ __all__ = [
     "TaskQuerySet",
     "WebhookDelivery",
     "WebhookEndpoint",
+    "at_cap_parameters",
     "db_now_plus",
+    "live_lease_parameters",
 ]

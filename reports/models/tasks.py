@@ -51,6 +51,14 @@ class TaskQuerySet(models.QuerySet):
             return None
         return _OWNED.instance(user.pk, task_id)  # every page, call and socket of a task
 
+    def by_id(self, task_id) -> Task:
+        """Return the task, as `get(pk=task_id)` does (raising `Task.DoesNotExist`), its
+        read compiled once: every status line of every page reads it."""
+        task = _BY_ID.instance(task_id)
+        if task is None:
+            raise Task.DoesNotExist(f"No task {task_id}.")
+        return task
+
     def placed(self, task_id) -> Task | None:
         """Return the task with its place in line (`with_queue_position`), as a new task's
         answer gives it, its read compiled once."""
@@ -494,17 +502,30 @@ class PreparedText(models.Model):
 # Every status change writes its event: its insert compiled once.
 _NEW_EVENT = CompiledInsert(TaskEvent)
 
+_BY_ID = CompiledRead(
+    lambda task_id: Task.objects.filter(pk=task_id)[:1], lambda task_id: [(Task._meta.pk, task_id)]
+)
 _OWNED = CompiledRead(
     lambda owner_id, task_id: Task.objects.filter(owner_id=owner_id, pk=task_id)[:1],
     lambda owner_id, task_id: [(Task._meta.get_field("owner"), owner_id), (Task._meta.pk, task_id)],
 )
 
 
+def live_lease_parameters() -> list:
+    """The parameters of `live_leases()` in a compiled read, in the ORM's order."""
+    return [(Task._meta.get_field("status"), leased) for leased in LEASED]
+
+
+def at_cap_parameters() -> list:
+    """The parameters of `at_cap()` in a compiled read, in the ORM's order."""
+    return [*live_lease_parameters(), (models.IntegerField(), settings.REPORTS_USER_MAX_RUNNING)]
+
+
 def _place_parameters(task_id) -> list:
     """The parameters of one task's `with_queue_position()` read, in the ORM's order."""
     status, number = Task._meta.get_field("status"), models.IntegerField()
     queued = (status, Status.QUEUED)
-    at_cap = [*((status, leased) for leased in LEASED), (number, settings.REPORTS_USER_MAX_RUNNING)]
+    at_cap = at_cap_parameters()
     place = [(number, 0), (number, 1)]  # Coalesce(count, 0) + 1
     task = (Task._meta.pk, task_id)
     return [queued, *at_cap, queued, *at_cap, *place, queued, queued, *at_cap, *place, task]

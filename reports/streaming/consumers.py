@@ -272,7 +272,7 @@ def status_message(task_id, state: TaskState, last_seq: int, place: int | None =
 
     A queued task's place in line is the feed's `place` when it has one, else read now.
     """
-    task = Task.objects.get(pk=task_id)
+    task = Task.objects.by_id(task_id)
     if state.status == Status.QUEUED:
         task.queue_place = place if place is not None else task.read_queue_position()
     parts = [heartbeat(last_seq), status_fragment(task, state)]

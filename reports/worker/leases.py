@@ -33,6 +33,7 @@ from reports.models import (
     Task,
     TaskEvent,
     db_now_plus,
+    live_lease_parameters,
 )
 from reports.observability.task_logs import log_reaped
 from reports.providers import concurrency
@@ -116,7 +117,7 @@ _LIVE_LEASES = CompiledRead(
         .annotate(n=Count("id"))
         .order_by()
     ),
-    lambda: [(_STATUS, status) for status in LEASED],
+    live_lease_parameters,
 )
 
 
