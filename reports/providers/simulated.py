@@ -166,9 +166,19 @@ class SimulatedProvider(Provider):
         return pacing.plan(self.profile, "".join(tokens), seed=self.seed, key=key)
 
     async def _nap_until(self, due: float) -> bool:
-        """Sleep towards `due`, at most one heartbeat long; say whether it is still ahead."""
+        """Sleep towards `due`, at most one heartbeat long; say whether it is still ahead
+        (a heartbeat is owed).
+
+        A nap that reaches `due` ends it: the event loop's timers may wake a hair early
+        (uvloop's count whole milliseconds), and waking early is not a heartbeat's worth
+        of silence: a second nap and a heartbeat for every chunk would double the
+        provider's timers.
+        """
         left = due - self.clock.monotonic()
         if left <= _EPSILON:
             return False
-        await self.clock.sleep(min(left, HEARTBEAT_S))
-        return due - self.clock.monotonic() > _EPSILON
+        if left <= HEARTBEAT_S:
+            await self.clock.sleep(left)
+            return False
+        await self.clock.sleep(HEARTBEAT_S)
+        return True

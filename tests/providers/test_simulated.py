@@ -139,6 +139,23 @@ async def test_slow_waits_three_seconds_then_trickles_for_tens_of_seconds():
     assert run.text == write_report(DOCS, "")
 
 
+class EarlyClock(FakeClock):
+    """A clock whose naps end a little before they are due, as uvloop's timers do: they
+    count whole milliseconds."""
+
+    async def sleep(self, seconds: float) -> None:
+        await super().sleep(max(0.0, seconds - 0.0004))
+
+
+async def test_a_timer_that_wakes_a_hair_early_sends_the_chunk_and_no_heartbeat():
+    provider = SimulatedProvider(clock=EarlyClock(START), ttft_s=0, tokens_per_s=50)
+    run = await collect(provider, request())
+    assert run.text == write_report(DOCS, "")
+    # The answer's heartbeat, then nothing but text: the stream is never a second silent.
+    assert [type(i) for i in run.items[:1]] == [Heartbeat]
+    assert not any(isinstance(i, Heartbeat) for i in run.items[1:])
+
+
 async def test_error_disconnects_after_some_text():
     run = await collect(simulated(), request("error"))
     report = write_report(DOCS, "")
