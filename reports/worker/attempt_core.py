@@ -211,10 +211,8 @@ class Call:
     # instant `start + limit` (floating point), and the wait would then spin at zero.
     def next_tick_at(self) -> float:
         """Return the instant at which a time limit or a write falls due."""
-        due = [self.limits.deadline, self._silence_due()]
-        if self._writable():
-            due.append(self._flush_due())
-        return min(due)
+        due = min(self.limits.deadline, self._silence_due())
+        return min(due, self._flush_due()) if self._writable() else due
 
     # --- the rules ----------------------------------------------------------------------
 
@@ -234,7 +232,7 @@ class Call:
                 self._pending_chars += len(text)
                 self._chars += len(text)
                 self._chunks.append(text)
-            return past_cap or self._looping(text)
+            return past_cap
         elif isinstance(item, Heartbeat):
             self.answered = True
             self.request_id = item.request_id or self.request_id
@@ -286,9 +284,11 @@ class Call:
             "tokens, so the call was stopped.",
         )
 
-    def _looping(self, text: str) -> Outcome | None:
-        """Return how the call ends when the stream has fallen into a loop."""
-        if not self.limits.stop_loops or not self._loops.feed(text):
+    def _looping(self, chunk: str) -> Outcome | None:
+        """Return how the call ends when the stream has fallen into a loop, checked as each
+        chunk is written: the check sees the same tokens however the text is cut, and a
+        check of every delta cost the runner a third of its work on each."""
+        if not self.limits.stop_loops or not self._loops.feed(chunk):
             return None
         return Outcome(
             Status.FAILED,
@@ -420,9 +420,14 @@ class Call:
         return self._end(Outcome(Status.CANCELLED, "", wording.CANCELLED), now)
 
     def _end(self, outcome: Outcome, now: float) -> list[Decision]:
-        """End the call: what is waiting is written first, whole."""
+        """End the call: what is waiting is written first, whole. A stream that fell into a
+        loop in that last chunk ends degenerate, as it would have a chunk earlier, unless
+        it was cancelled or cut at its cap."""
+        written = self._flush(now, final=True)
+        if written and outcome.status != Status.CANCELLED and not self.capped:
+            outcome = self._looping(written[0].text) or outcome
         self.outcome = outcome
-        return [*self._flush(now, final=True), End(outcome)]
+        return [*written, End(outcome)]
 
     # --- coalescing ---------------------------------------------------------------------
 
@@ -439,11 +444,15 @@ class Call:
             or now >= self._flush_due()
             or self._pending_chars >= FLUSH_CHARS
         ):
-            return self._flush(now, final=False)
+            written = self._flush(now, final=False)
+            looping = self._looping(written[0].text) if written else None
+            return written if looping is None else [*written, *self._end(looping, now)]
         return []
 
     def _writable(self) -> bool:
-        return bool(self._split()[0])
+        """Whether some of what is waiting may be written now (`_split`): anything but a
+        lone backslash."""
+        return self._pending_chars > 1 or (self._pending_chars == 1 and self._pending[0] != "\\")
 
     def _split(self) -> tuple[str, str]:
         """Split what is waiting into what may be written now and what must wait.

@@ -1,9 +1,10 @@
 """Whether a model's stream has fallen into a loop, checked as the text arrives.
 
 A small model left alone repeats itself: the same line, tag or sentence over and over
-until the output cap. `LoopCheck` is fed each piece of text as it comes (`feed`) and says
-when the stream keeps repeating itself with nothing new. No clock, no I/O: the attempt
-core (`reports.worker.attempt_core`) feeds it and ends the call `degenerate_output`.
+until the output cap. `LoopCheck` is fed the text piece by piece (`feed`) and says when
+the stream keeps repeating itself with nothing new. No clock, no I/O: the attempt core
+(`reports.worker.attempt_core`) feeds it each chunk as it is written, and ends the call
+`degenerate_output`.
 
 The text is cut into tokens — a word or number, or a run of one punctuation mark, at most
 `MAX_TOKEN_CHARS` long — the same way however the stream splits it. Each token closes an

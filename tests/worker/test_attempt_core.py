@@ -22,6 +22,7 @@ from reports.worker.attempt_core import (
     cap_chars,
     past_deadline_at_start,
 )
+from reports.worker.loops import LoopCheck
 from reports.worker.retries import RetryPolicy
 
 POLICY = RetryPolicy(max_attempts=3, max_wait_s=30, rerun_lost=True)
@@ -368,6 +369,23 @@ def test_a_stream_that_loops_ends_degenerate_keeping_its_text():
     assert c.text.startswith("# Report") and c.text.endswith(LOOP)
     assert len(c.text) < 3_000  # stopped within a few hundred tokens, not at the cap
     assert "".join(written_text) == c.text  # all of it written before the end
+
+
+def test_a_loop_that_shows_in_the_last_chunk_before_the_completion_still_ends_degenerate():
+    # The check reads each chunk as it is written; the last is written by the end itself.
+    head = "# Report\n\n## Summary\n\nThe code:\n\n"
+    text = head + LOOP * 100
+    check = LoopCheck()
+    fires_at = next(i for i in range(1, len(text) + 1) if check.feed(text[i - 1]))
+    c = capped(100_000)
+    c.receive(TextDelta(head), 0.0)
+    c.receive(TextDelta(LOOP), 0.2)
+    assert written(c.receive(TextDelta(text[len(head) + len(LOOP) : fires_at - 5]), 0.5))
+    assert not written(c.receive(TextDelta(text[fires_at - 5 : fires_at + 5]), 0.55))  # waits
+    decisions = c.receive(Completed("stop"), 0.56)
+    assert written(decisions) == [text[fires_at - 5 : fires_at + 5]]
+    outcome = ending(decisions)
+    assert (outcome.status, outcome.error_type) == (Status.FAILED, ErrorType.DEGENERATE_OUTPUT)
 
 
 def test_loops_are_let_through_when_stopping_them_is_off():
