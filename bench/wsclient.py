@@ -88,7 +88,14 @@ def submit(base_url: str, token: str, path: str) -> str:
     document = Path(path).read_bytes()
     request = upload_request(base_url, token, "article.md", document, "text/markdown")
     with urllib.request.urlopen(request, timeout=60) as reply:
-        return json.loads(reply.read())["task_id"]
+        body = reply.read()
+    try:
+        return json.loads(body)["task_id"]
+    except (ValueError, KeyError):
+        raise RuntimeError(
+            f"the upload answered {reply.status} from {reply.url} with "
+            f"{reply.headers.get('Content-Type')}: {body[:300]!r}"
+        ) from None
 
 
 async def follow(stream: Stream, url: str, headers: dict, *, drop_after: int = 0) -> int:
