@@ -100,10 +100,14 @@ class AttemptRun:
         provider: Provider,
         clock: Clock,
         spare: SpareSlots | None = None,
+        finishing: asyncio.Lock | None = None,
     ) -> None:
         self.claim = claim
         self.stored = stored  # what the task held, read with its claim (None: read it again)
         self.spare = spare  # the worker's idle slots, for a plan's calls side by side
+        # Held while the attempt finishes: shared by an embedded worker's attempts, which
+        # finish one at a time (`Supervisor`); an attempt's own otherwise.
+        self.finishing = finishing or asyncio.Lock()
         self.provider = provider
         self.clock = clock
         self.started = clock.monotonic()
@@ -674,9 +678,16 @@ class AttemptRun:
 
     async def _finalize(self) -> Outcome:
         await self._move(Status.RUNNING, Status.FINALIZING)
+        asked = self.clock.monotonic()
+        async with self.finishing:  # after the worker's other attempts that ended before
+            return await self._finish(waited_ms=round((self.clock.monotonic() - asked) * 1000, 1))
+
+    async def _finish(self, *, waited_ms: float) -> Outcome:
+        """Check, render and save the report, and write the attempt's end."""
         report = self.text
         # Each takes up to most of a second for a report at the size cap: off the event loop.
         with self._timed(Stage.VALIDATE) as validate:
+            validate.fields["waited_ms"] = waited_ms  # for the attempts finishing before
             if settings.REPORTS_CITE_QUOTES:
                 report, validate.fields["quotes_cited"] = await threads.in_blocking_pool(
                     cite_quotes

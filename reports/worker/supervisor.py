@@ -48,6 +48,7 @@ class Supervisor:
         clock: Clock | None = None,
         provider: Provider | None = None,
         poll_s: float | None = None,
+        finish_one_at_a_time: bool = False,
     ) -> None:
         self.slots = slots
         self.lanes = lanes  # the queue lanes it claims from
@@ -57,6 +58,14 @@ class Supervisor:
         self.worker_id = identity.new_worker_id()
         self.running: dict[str, asyncio.Task] = {}
         self.spare = SpareSlots(lambda: self.slots - len(self.running))
+        # Embedded in the web server, its attempts finish one at a time
+        # (`AttemptRun._finalize`): reports that end together take turns at their
+        # validation, rendering, save and end, rather than all take turns on the
+        # interpreter with the event loop that carries every page's text. A worker of its
+        # own finishes them side by side: there the wait is its database's round trips,
+        # and no page waits on its loop (docs/benchmarks.md, "One report finished at a
+        # time").
+        self.finishing = asyncio.Lock() if finish_one_at_a_time else None
         self._wake = asyncio.Event()
         self._stopping = False
         self.listening = asyncio.Event()  # set while it hears new tasks at once (LISTEN)
@@ -75,7 +84,7 @@ class Supervisor:
             return False
         claim, stored = claimed
         await broadcast.publish(claim.events)
-        run = AttemptRun(claim, stored, self.provider, self.clock, self.spare)
+        run = AttemptRun(claim, stored, self.provider, self.clock, self.spare, self.finishing)
         key = str(claim.attempt_id)
         self.running[key] = asyncio.create_task(self._run(run), name=f"attempt-{key}")
         return True
@@ -235,7 +244,7 @@ def start_embedded() -> None:
     global _embedded
     if _embedded is not None or not settings.REPORTS_EMBEDDED_WORKER:
         return
-    _embedded = Supervisor(slots=settings.REPORTS_EMBEDDED_SLOTS)
+    _embedded = Supervisor(slots=settings.REPORTS_EMBEDDED_SLOTS, finish_one_at_a_time=True)
     wakeups.subscribe(wakeups.NEW_TASK, _embedded.wake)
     task = asyncio.get_running_loop().create_task(
         _embedded.run_forever(), name="reportline-embedded-worker"

@@ -15,7 +15,7 @@ from reports import events, lifecycle, storage, threads, wakeups
 from reports.models import Attempt, Status, Task, TaskEvent, TaskQuerySet
 from reports.providers.base import Completed, Heartbeat, TextDelta
 from reports.streaming import broadcast
-from reports.worker import leases, prepared, supervisor
+from reports.worker import leases, pipeline, prepared, supervisor
 from reports.worker.leases import claim_next_task, reap_expired_leases
 from tests.helpers import (
     REPORT,
@@ -644,3 +644,54 @@ async def test_a_worker_starts_even_when_no_parse_child_can_start_ahead(monkeypa
     monkeypatch.setattr(Supervisor, "_loop", looks_for_work)
     await Supervisor(slots=1).run_forever()
     assert looking.is_set()
+
+
+@async_db
+async def test_reports_that_end_together_in_the_web_server_are_finished_one_at_a_time(
+    make_task, scripted_worker, monkeypatch
+):
+    # Their validation, rendering, save and end take turns: the loop that carries every
+    # page's text takes turns with one of them, not with all.
+    await db(make_task)()
+    await db(make_task)()
+    both_ended = threading.Event()  # both streams are over, both reports want finishing
+    arrived, steps = [], []
+    finalize, validate, write_end = (
+        pipeline.AttemptRun._finalize,
+        pipeline.validate_report,
+        pipeline.write_end,
+    )
+
+    async def finalizing(run):
+        arrived.append(run.task_id)
+        if len(arrived) == 2:
+            both_ended.set()
+        return await finalize(run)
+
+    def validating(report, **options):
+        steps.append("validate")
+        if len(steps) == 1:
+            assert both_ended.wait(timeout=10)  # the other report is ready meanwhile
+        return validate(report, **options)
+
+    def ending(*args, **options):
+        ended = write_end(*args, **options)
+        steps.append("end")
+        return ended
+
+    monkeypatch.setattr(pipeline.AttemptRun, "_finalize", finalizing)
+    monkeypatch.setattr(pipeline, "validate_report", validating)
+    monkeypatch.setattr(pipeline, "write_end", ending)
+
+    async def whole(request, clock):
+        yield TextDelta(REPORT)
+        yield Completed("stop")
+
+    worker = scripted_worker(whole)
+    worker.finishing = asyncio.Lock()  # as the worker embedded in the web server
+    assert await worker.claim_and_start()
+    assert await worker.claim_and_start()
+    await worker.wait_for_attempts()
+    assert steps == ["validate", "end", "validate", "end"]
+    statuses = await db(lambda: list(Task.objects.values_list("status", flat=True)))()
+    assert statuses == ["succeeded", "succeeded"]
