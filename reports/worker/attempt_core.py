@@ -287,7 +287,7 @@ class Call:
     def _looping(self, chunk: str) -> Outcome | None:
         """Return how the call ends when the stream has fallen into a loop, checked as each
         chunk is written: the check sees the same tokens however the text is cut, and a
-        check of every delta cost the runner a third of its work on each."""
+        check of every delta was a quarter of the runner's work on each."""
         if not self.limits.stop_loops or not self._loops.feed(chunk):
             return None
         return Outcome(
