@@ -534,15 +534,25 @@ def plan_notice(task: Task, state: TaskState) -> str:
     )
 
 
+# Every succeeded report's outcome on its pages reads it: compiled once
+# (reports.models.compiled).
+_REMOVED_CITATIONS = CompiledRead(
+    lambda task_id, number: Attempt.objects.filter(task_id=task_id, number=number).values_list(
+        "removed_citations"
+    )[:1],
+    lambda task_id, number: [  # in the ORM's order: a filter's names sorted
+        (Attempt._meta.get_field("number"), number),
+        (Attempt._meta.get_field("task"), task_id),
+    ],
+)
+
+
 def citation_notice(task: Task) -> str:
     """Say what a reader who checks a succeeded report against its passages should know:
     that it cites none, or that citations naming no passage were taken out
     (docs/api.md, "Settled at finalization"); "" when every citation it wrote stands."""
-    removed = (
-        Attempt.objects.filter(task_id=task.pk, number=task.attempt_count)
-        .values_list("removed_citations", flat=True)
-        .first()
-    ) or 0
+    found = _REMOVED_CITATIONS.first(task.pk, task.attempt_count)
+    removed = found[0] if found is not None and found[0] else 0
     return wording.citations_settled(
         cites=bool(rendering.linked_passages(task.report_html)), removed=removed
     )
@@ -564,8 +574,7 @@ def notes_so_far(task: Task, state: TaskState) -> str:
 
 def page_context(task: Task) -> dict[str, Any]:
     """Return the task page's template context: the snapshot, status and outcome."""
-    # The title and the download's name both name the documents: read them once.
-    prefetch_related_objects([task], "documents")
+    prefetch_related_objects([task], "documents")  # the title names them all
     state = task_state(task)
     context = {
         "task": task,

@@ -14,17 +14,26 @@ from urllib.parse import quote
 
 from django.http import HttpResponse
 
-from reports.models import Task
+from reports.models import CompiledRead, Document, Task
 
 MAX_STEM = 100
 # What an ASCII `filename` keeps: letters, digits and a few marks no system objects to.
 _NOT_PLAIN = re.compile(r"[^A-Za-z0-9._()+,=]+")
 
 
+# Every report's outcome on its pages names its file: compiled once (reports.models.compiled).
+_FIRST_NAME = CompiledRead(
+    lambda task_id: (
+        Document.objects.filter(task_id=task_id).order_by("position").values_list("name")[:1]
+    ),
+    lambda task_id: [(Document._meta.get_field("task"), task_id)],
+)
+
+
 def report_file_name(task: Task, extension: str = "md") -> str:
     """Return the name of `task`'s report as a file: `<first document>-report.<extension>`."""
-    first = next(iter(task.documents.all()), None)
-    stem = first.name.rsplit(".", 1)[0] if first is not None else ""
+    first = _FIRST_NAME.first(task.pk)
+    stem = first[0].rsplit(".", 1)[0] if first is not None else ""
     # No control character or folder reaches a file name; the rest is the user's.
     stem = "".join(ch for ch in stem if ch.isprintable() and ch != "/")
     stem = stem.strip(" .")[:MAX_STEM].strip(" .")

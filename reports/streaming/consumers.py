@@ -301,18 +301,6 @@ def heartbeat(last_seq: int) -> str:
 
 
 def outcome_fragments(task: Task, state: TaskState) -> str:
+    """Render the out-of-band parts a page replaces as its task ends, in one pass."""
     context = {"task": task, "oob": True, **presentation.outcome_context(task, state)}
-    return "".join(
-        render_to_string(f"{TEMPLATE}#{name}", context)
-        for name in (
-            "actions",
-            "incomplete",
-            "citations",
-            "plan",
-            "notes",
-            "report",
-            "cost",
-            "passages",
-            "share",
-        )
-    )
+    return render_to_string(f"{TEMPLATE}#outcome", context)
