@@ -34,7 +34,10 @@ class ParametersDiffer(AssertionError):
 @dataclass(frozen=True)
 class _Compiled:
     sql: str
-    columns: list  # the ORM's expressions of the columns read: their converters
+    # The ORM's expressions of the columns read whose values it converts on this database,
+    # by position: whether a column has converters is the database's, so it is found once
+    # (most have none), and each read asks only these for theirs.
+    converted: list[tuple[int, object]]
     model: type  # for a read of model instances: the model and its columns' names
     names: list[str]
     annotations: dict[str, int]  # and the position of each annotation it reads
@@ -49,13 +52,12 @@ class _Compiled:
     def convert(self, rows: list, connection) -> list:
         """The rows as the ORM's compiler converts them (`get_converters`,
         `apply_converters`), with the converters of `connection`."""
-        converters = []
-        for position, column in enumerate(self.columns):
-            found = connection.ops.get_db_converters(column) + column.get_db_converters(connection)
-            if found:
-                converters.append((position, found, column))
-        if not converters:
+        if not self.converted:
             return rows
+        converters = [
+            (position, _converters(column, connection), column)
+            for position, column in self.converted
+        ]
         converted = []
         for row in map(list, rows):
             for position, found, column in converters:
@@ -65,6 +67,16 @@ class _Compiled:
                 row[position] = value
             converted.append(row)
         return converted
+
+
+def _converters(column, connection) -> list:
+    return connection.ops.get_db_converters(column) + column.get_db_converters(connection)
+
+
+def _converted(columns: Sequence, connection) -> list[tuple[int, object]]:
+    """The columns among `columns` whose values the ORM converts on `connection`'s database,
+    with their positions (`_Compiled.converted`)."""
+    return [(i, column) for i, column in enumerate(columns) if _converters(column, connection)]
 
 
 def _same(what, sql: str, orm_values, values: list) -> str:
@@ -167,7 +179,7 @@ class CompiledRead(_Statement):
             fields = compiler.klass_info["select_fields"]
             names = [selected[i][0].target.attname for i in range(fields[0], fields[-1] + 1)]
             annotations = compiler.annotation_col_map
-        columns = [column for column, _, _ in selected]
+        columns = _converted([column for column, _, _ in selected], connection)
         return _Compiled(sql, columns, queryset.model, names, annotations)
 
 
@@ -275,6 +287,7 @@ class CompiledInsert:
         compiler.returning_fields = returning
         [(sql, orm_values)] = compiler.as_sql()
         columns = [field.get_col(model._meta.db_table) for field in returning]
+        columns = _converted(columns, connection)
         statement = _Insert(_Compiled(sql, columns, model, [], {}), returning, by_column=False)
         if len(objs) > 1 and len(orm_values) != sum(map(len, rows)):
             # PostgreSQL's insert of several rows: an array a column (`UNNEST`).
