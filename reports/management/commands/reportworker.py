@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from prometheus_client import start_http_server
 
+from reports.heap import freeze_startup_objects
 from reports.observability import loop_lag
 from reports.streaming import follower
 from reports.worker import probes
@@ -50,6 +51,7 @@ class Command(BaseCommand):
                 start_http_server(metrics_port, addr="127.0.0.1", registry=loop_lag.registry)
             except OSError as exc:
                 raise CommandError(f"--metrics-port {metrics_port}: {exc.strerror}.") from None
+        freeze_startup_objects()
         asyncio.run(self._serve(slots, lanes, health_host, health_port))
 
     @staticmethod
