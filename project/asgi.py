@@ -117,7 +117,7 @@ def _start_with_daphne() -> None:
 
 _start_with_daphne()
 
-# Last: everything the process serves with is loaded now (reports/heap.py).
-from reports.heap import freeze_startup_objects  # noqa: E402
+# Last: everything the process serves with is loaded now (reports/serving/heap.py).
+from reports.serving.heap import freeze_startup_objects  # noqa: E402
 
 freeze_startup_objects()

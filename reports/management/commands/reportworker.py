@@ -6,8 +6,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from prometheus_client import start_http_server
 
-from reports.heap import freeze_startup_objects
 from reports.observability import loop_lag
+from reports.serving.heap import freeze_startup_objects
 from reports.streaming import follower
 from reports.worker import probes
 from reports.worker.supervisor import Supervisor
