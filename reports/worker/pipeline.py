@@ -72,6 +72,10 @@ log = logging.getLogger(__name__)
 
 # The provider's stream gives the loop to the others at least this often, in items.
 PUMP_YIELD_EVERY = 32
+# The longest an attempt waits for its turn to finish (`_finalize`) before it finishes beside
+# the one that holds it: a finish that hangs (a save to an object store that stops
+# answering) holds up the others that long, not until it ends.
+FINISH_TURN_WAIT_S = 5.0
 TOKEN_SAMPLE_CHARS = 100_000
 # A reading expected to take this long is announced as the call starts, with its time.
 READING_SHOWN_FROM_S = 2.0
@@ -679,8 +683,12 @@ class AttemptRun:
     async def _finalize(self) -> Outcome:
         await self._move(Status.RUNNING, Status.FINALIZING)
         asked = self.clock.monotonic()
-        async with self.finishing:  # after the worker's other attempts that ended before
+        in_turn = await _turn(self.finishing)  # after the other attempts that ended before
+        try:
             return await self._finish(waited_ms=round((self.clock.monotonic() - asked) * 1000, 1))
+        finally:
+            if in_turn:
+                self.finishing.release()
 
     async def _finish(self, *, waited_ms: float) -> Outcome:
         """Check, render and save the report, and write the attempt's end."""
@@ -844,3 +852,13 @@ def _notes_kept(call: Call, outcome: Outcome) -> bool:
     stops on its own; the report's call reads what it wrote, and is checked as ever."""
     stopped = call.capped or outcome.error_type == ErrorType.DEGENERATE_OUTPUT
     return stopped and bool(call.text.strip())
+
+
+async def _turn(finishing: asyncio.Lock) -> bool:
+    """Take `finishing` within FINISH_TURN_WAIT_S; False when it stayed held that long."""
+    try:
+        async with asyncio.timeout(FINISH_TURN_WAIT_S):
+            await finishing.acquire()
+    except TimeoutError:
+        return False
+    return True

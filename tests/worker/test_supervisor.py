@@ -695,3 +695,46 @@ async def test_reports_that_end_together_in_the_web_server_are_finished_one_at_a
     assert steps == ["validate", "end", "validate", "end"]
     statuses = await db(lambda: list(Task.objects.values_list("status", flat=True)))()
     assert statuses == ["succeeded", "succeeded"]
+
+
+@async_db
+async def test_a_finish_that_hangs_holds_the_next_report_up_for_a_bounded_wait_not_until_it_ends(
+    make_task, scripted_worker, monkeypatch
+):
+    # One report's save stops answering (an object store that hangs): the report that ended
+    # after it waits its turn for a while, then finishes beside it, and its user gets it.
+    await db(make_task)()
+    await db(make_task)()
+    monkeypatch.setattr(pipeline, "FINISH_TURN_WAIT_S", 0.05)
+    other_ended = threading.Event()
+    hung, ended = [], []
+    save, write_end = storage.save_result, pipeline.write_end
+
+    def saving(result_id, report):
+        if not hung:
+            hung.append(result_id)
+            assert other_ended.wait(timeout=10)  # hangs until the other report has ended
+        return save(result_id, report)
+
+    def ending(*args, **options):
+        result = write_end(*args, **options)
+        ended.append(result)
+        if len(ended) == 1:
+            other_ended.set()
+        return result
+
+    monkeypatch.setattr(storage, "save_result", saving)
+    monkeypatch.setattr(pipeline, "write_end", ending)
+
+    async def whole(request, clock):
+        yield TextDelta(REPORT)
+        yield Completed("stop")
+
+    worker = scripted_worker(whole)
+    worker.finishing = asyncio.Lock()  # as the worker embedded in the web server
+    assert await worker.claim_and_start()
+    assert await worker.claim_and_start()
+    await worker.wait_for_attempts()
+    assert other_ended.is_set()
+    statuses = await db(lambda: list(Task.objects.values_list("status", flat=True)))()
+    assert statuses == ["succeeded", "succeeded"]
