@@ -646,6 +646,22 @@ async def test_a_worker_starts_even_when_no_parse_child_can_start_ahead(monkeypa
     assert looking.is_set()
 
 
+async def two_reports_in_the_web_server(scripted_worker) -> list[str]:
+    """Run the two queued tasks to their end in a worker whose attempts finish one at a
+    time, as the one embedded in the web server; return the tasks' statuses."""
+
+    async def whole(request, clock):
+        yield TextDelta(REPORT)
+        yield Completed("stop")
+
+    worker = scripted_worker(whole)
+    worker.finishing = asyncio.Lock()
+    assert await worker.claim_and_start()
+    assert await worker.claim_and_start()
+    await worker.wait_for_attempts()
+    return await db(lambda: list(Task.objects.values_list("status", flat=True)))()
+
+
 @async_db
 async def test_reports_that_end_together_in_the_web_server_are_finished_one_at_a_time(
     make_task, scripted_worker, monkeypatch
@@ -683,17 +699,8 @@ async def test_reports_that_end_together_in_the_web_server_are_finished_one_at_a
     monkeypatch.setattr(pipeline, "validate_report", validating)
     monkeypatch.setattr(pipeline, "write_end", ending)
 
-    async def whole(request, clock):
-        yield TextDelta(REPORT)
-        yield Completed("stop")
-
-    worker = scripted_worker(whole)
-    worker.finishing = asyncio.Lock()  # as the worker embedded in the web server
-    assert await worker.claim_and_start()
-    assert await worker.claim_and_start()
-    await worker.wait_for_attempts()
+    statuses = await two_reports_in_the_web_server(scripted_worker)
     assert steps == ["validate", "end", "validate", "end"]
-    statuses = await db(lambda: list(Task.objects.values_list("status", flat=True)))()
     assert statuses == ["succeeded", "succeeded"]
 
 
@@ -726,15 +733,6 @@ async def test_a_finish_that_hangs_holds_the_next_report_up_for_a_bounded_wait_n
     monkeypatch.setattr(storage, "save_result", saving)
     monkeypatch.setattr(pipeline, "write_end", ending)
 
-    async def whole(request, clock):
-        yield TextDelta(REPORT)
-        yield Completed("stop")
-
-    worker = scripted_worker(whole)
-    worker.finishing = asyncio.Lock()  # as the worker embedded in the web server
-    assert await worker.claim_and_start()
-    assert await worker.claim_and_start()
-    await worker.wait_for_attempts()
+    statuses = await two_reports_in_the_web_server(scripted_worker)
     assert other_ended.is_set()
-    statuses = await db(lambda: list(Task.objects.values_list("status", flat=True)))()
     assert statuses == ["succeeded", "succeeded"]
