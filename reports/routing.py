@@ -13,9 +13,9 @@ from django.contrib.auth.models import AnonymousUser
 from django.http.cookie import parse_cookie
 from django.http.request import split_domain_port, validate_host
 
+from reports import threads
 from reports.streaming.consumers import TaskConsumer
 from reports.streaming.credentials import session_hash_holds
-from reports.threads import on_shared_db
 
 TASK_SOCKET = re.compile(r"/ws/tasks/(?P<task_id>[^/]+)/")
 
@@ -43,7 +43,7 @@ class TaskSockets:
             return await WebsocketDenier()(scope, receive, send)
         route = {"args": (), "kwargs": match.groupdict()}
         # The user only in the scope, which the consumer takes it from once it is checked.
-        user = await on_shared_db(session_user)(scope)
+        user = await threads.on_page_reads(session_user)(scope)
         scope = {**scope, "url_route": route, "user": user, "session_key": session_key(scope)}
         return await self.consumer(scope, receive, send)
 

@@ -5,6 +5,11 @@ name at the call site says which:
 
 * `on_shared_db` — the process's one shared database thread (Django's thread-sensitive
   `sync_to_async`): short queries only, never a file, a parse or a wait on something slow.
+* `on_page_reads` — a few threads for the short reads of open pages and event streams (a
+  handshake's session and task, status lines, the feeds' table reads, the streams'
+  credentials): reads only, side by side, each call giving its connection back as a
+  request does. On the one shared thread, every page of a process queued for it: with
+  500 and more streams on PostgreSQL, for seconds (docs/capacity.md).
 * `on_worker_thread` — one thread of the worker's own, with its own database connection:
   lease renewals, chunk writes and the end of an attempt. What keeps running attempts
   alive and their text flowing never queues behind page reads, admin queries or a slow
@@ -135,6 +140,42 @@ def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
             started, thread_sensitive=True, context=contextvars.copy_context()
         ),
     )
+
+
+# Threads for the pages' reads: with PostgreSQL's pool of REPORTS_DB_POOL_SIZE (8) a
+# process, half of it left to task creations (REPORTS_ADMISSIONS_AT_ONCE), these and the
+# shared thread take what remains.
+PAGE_READ_THREADS = 3
+_page_reads = ThreadPoolExecutor(PAGE_READ_THREADS, thread_name_prefix="reportline-page-reads")
+
+
+def on_page_reads[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+    """Run `fn`, a short read for an open page or event stream, on one of the pages' read
+    threads, in a copy of the caller's context (as `on_shared_db`). Its wait is measured.
+
+    The connection goes back after each call as a request's does: to the pool on
+    PostgreSQL (CONN_MAX_AGE 0), kept open on SQLite (no server to hold it).
+    """
+    return loop_lag.measure_wait(
+        _giving_connection_back(fn),
+        lambda started: sync_to_async(
+            started,
+            thread_sensitive=False,
+            executor=_page_reads,
+            context=contextvars.copy_context(),
+        ),
+    )
+
+
+def _giving_connection_back[**P, R](fn: Callable[P, R]) -> Callable[P, R]:
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return call
 
 
 def on_worker_thread[**P, R](

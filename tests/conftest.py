@@ -92,6 +92,15 @@ def worker_thread_chosen_by_the_test(request, monkeypatch):
         pytest.fail(f"{', '.join(sorted(set(refusals)))}: {REFUSED}")
 
 
+@pytest.fixture(autouse=True)
+def page_reads_in_the_test_transaction(request, monkeypatch):
+    """In a test inside one transaction, the pages' reads take the shared database thread:
+    the rows the test made exist on that connection only, and a page read thread's own
+    connection would see none of them."""
+    if in_one_transaction(request):
+        monkeypatch.setattr(threads, "on_page_reads", threads.on_shared_db)
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-pass")

@@ -26,7 +26,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from bench.harness import free_port  # noqa: F401  (one way to pick a port, for every test)
-from reports import storage, submissions
+from reports import storage, submissions, threads
 from reports.models import Attempt, AttemptStatus, Document, Status, Task, TaskEvent
 from reports.parsers import passages
 from reports.providers.base import (
@@ -391,14 +391,18 @@ def tasks_of_every_kind(owner, count: int) -> list[Task]:
 
 
 @asynccontextmanager
-async def queries_on_shared_db():
-    """Capture the queries run on the shared database thread (where the streams' run)."""
+async def queries_of_the_streams():
+    """Capture the queries the pages and event streams run. Their reads take the shared
+    database thread meanwhile, where they are captured: what is counted is the queries,
+    whichever thread runs them (`threads.on_page_reads` has several)."""
+    page_reads, threads.on_page_reads = threads.on_page_reads, threads.on_shared_db
     captured = await on_shared_db(lambda: CaptureQueriesContext(connections["default"]))()
     await on_shared_db(captured.__enter__)()
     try:
         yield captured
     finally:
         await on_shared_db(captured.__exit__)(None, None, None)
+        threads.on_page_reads = page_reads
 
 
 def store_passages(task: Task, text: str = SAMPLE, max_chars: int = 200) -> list:

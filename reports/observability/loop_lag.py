@@ -6,8 +6,8 @@
   watchdog reads the loop thread's stack and the asyncio task then running (attempts run
   in tasks named `attempt-<attempt_id>`, with the task's ids bound in their context) and
   logs one warning for that stall, so an operator sees a stall and who caused it.
-* Database queue wait: `reports.threads.on_shared_db` records, for each call, the time from
-  the call to the moment the shared database thread starts it.
+* Database queue wait: `reports.threads.on_shared_db` and `on_page_reads` record, for each
+  call, the time from the call to the moment a thread starts it.
 
 Unlike the figures of `reports.observability.metrics`, which are derived from the task
 table and so are the same whichever process is scraped, these are per process and kept
@@ -50,7 +50,8 @@ LOOP_LAG = Histogram(
 )
 DB_WAIT = Histogram(
     "reportline_shared_db_wait_seconds",
-    "This process: time from a call to the shared database thread until it started running.",
+    "This process: time from a call to the shared database thread or a page read thread "
+    "until it started running.",
     buckets=BUCKETS_S,
     registry=registry,
 )

@@ -24,11 +24,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
-from reports import presentation
+from reports import presentation, threads
 from reports.events import Event, TaskState, fold
 from reports.models import Status, Task
 from reports.streaming import credentials, follower, limits
-from reports.threads import on_shared_db
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ MAX_BATCH_EVENTS = 200  # a replay of a long report goes out in a few messages, 
 HEARTBEAT_S = 10.0
 # A queued page's place in line is re-sent at most this often: while a queue drains,
 # every claim moves every waiting page, and each refresh renders its line and wait
-# estimate on the shared database thread (benchmark 2: a quarter of that thread).
+# estimate on a database thread (benchmark 2: a quarter of the one shared thread it had).
 PLACE_REFRESH_S = 2.0
 # The close code of a page whose session ended while it was open (a logout in another tab,
 # a password change, sessions deleted): the page stops reconnecting and says so. 4401, as
@@ -73,7 +72,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
         session_key = self.scope.pop("session_key", None)
         task = None
         if after is not None:
-            task = await on_shared_db(Task.objects.owned)(user, task_id)
+            task = await threads.on_page_reads(Task.objects.owned)(user, task_id)
         if task is not None:
             self.slot = limits.take_slot(user)
         if self.slot is None:
@@ -89,7 +88,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
         # Only the id is kept: an idle page holds no row (benchmark 6), and a status line
         # reads the task as it is then, not as it was when the page connected.
         self.task_id, self.last_seq = task.pk, after
-        self.state = await on_shared_db(presentation.status_at)(task, after)
+        self.state = await threads.on_page_reads(presentation.status_at)(task, after)
         self.subscription = await follower.subscribe(task.pk, after, self._wake)
         self.sent_at = time.monotonic()
         self.credential = credentials.SessionCredential(session_key, user.pk)
@@ -162,15 +161,18 @@ class TaskConsumer(AsyncWebsocketConsumer):
         changed, its lines.
 
         The text reads nothing, so it is rendered here and goes out without waiting for
-        the one thread every consumer's database work queues for; only the status and
-        outcome lines (which read the task) wait for it, in a message of their own.
+        the threads every consumer's database reads queue for (`threads.on_page_reads`);
+        only the status and outcome lines (which read the task) wait for one, in a
+        message of their own.
         """
         announced = self.state.status_seq, self.state.progress
         self.state = fold(events, self.state)
         self.last_seq = events[-1].seq
         await self._send(text_message(events, self.last_seq))
         if (self.state.status_seq, self.state.progress) != announced:
-            message = await on_shared_db(status_message)(self.task_id, self.state, self.last_seq)
+            message = await threads.on_page_reads(status_message)(
+                self.task_id, self.state, self.last_seq
+            )
             await self._send(message)
 
     async def _send(self, message: str) -> None:
@@ -200,7 +202,7 @@ class TaskConsumer(AsyncWebsocketConsumer):
                 self.place_due = asyncio.get_running_loop().call_later(wait_s, self._place_due)
             return
         self.shown_place, self.place_sent_at = place, time.monotonic()
-        message = await on_shared_db(status_message)(
+        message = await threads.on_page_reads(status_message)(
             self.task_id, self.state, self.last_seq, place=place
         )
         await self._send(message)

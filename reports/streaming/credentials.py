@@ -7,7 +7,7 @@ deactivated, a token revoked (`manage.py revoke_token`). So one ticker per proce
 task per stream, checks the credential of every open stream every RECHECK_S, in a fixed
 number of queries however many streams are open (the sessions, their users, the tokens:
 one query each, and only for the kinds in use; the sessions are decoded and the hashes
-compared off the shared database thread, which the pages' own queries wait on), and ends
+compared off the pages' read threads, which the pages' own queries wait on), and ends
 the streams whose credential no longer holds: a page's socket closes with 4401
 (`consumers.SIGNED_OUT`), an event stream ends. A credential is checked as at the
 stream's opening, as Django checks a request's.
@@ -32,8 +32,8 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 from django.utils.crypto import constant_time_compare
 
+from reports import threads
 from reports.models import ApiToken
-from reports.threads import in_blocking_pool, on_shared_db
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +92,8 @@ class Readings:
 
 def read(credentials: set[Credential]) -> Readings:
     """Read what `credentials` rest on: at most three queries, whatever their number. Only
-    reads: the sessions are decoded and the hashes compared by `held_of`, off the shared
-    database thread."""
+    reads: the sessions are decoded and the hashes compared by `held_of`, off the pages'
+    read threads."""
     sessions = {c for c in credentials if isinstance(c, SessionCredential)}
     digests = {c.digest for c in credentials if isinstance(c, TokenCredential)}
     readings = Readings({}, {}, {}, set())
@@ -205,8 +205,8 @@ class _Rechecks:
             return
         try:
             round_ = {s.credential for s in streams}
-            readings = await on_shared_db(read)(round_)
-            held = await in_blocking_pool(held_of)(readings, round_)
+            readings = await threads.on_page_reads(read)(round_)
+            held = await threads.in_blocking_pool(held_of)(readings, round_)
         except Exception:
             log.warning("could not check the open streams' credentials", exc_info=True)
             return

@@ -13,9 +13,9 @@ table after its cursor, and drops what the feed hands it twice. Subscribers hold
 asyncio task of their own: the feed puts events in their `pending` list and calls
 their `on_ready`.
 
-Every query here runs on the process's one shared database thread, in a context of
-its own: under ASGI a request's context would send it to a thread (and a database
-connection) of that request, held for as long as the stream stays open.
+Every query here runs on the pages' read threads (`reports.threads.on_page_reads`), in a
+context of its own: nothing of a request's context goes with it, nor comes back into a
+feed that lives as long as its task is followed.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 from django.db.models import Q
 
+from reports import threads
 from reports.models import TERMINAL, Event, Task, TaskEvent
-from reports.threads import on_shared_db
 
 # An idle feed re-reads the table after REPORTS_POLL_S, then twice as late each time,
 # up to this many times REPORTS_POLL_S; any event brings it back. (Benchmark 6: 50 idle
@@ -117,8 +117,8 @@ def read_feeds(cursors: dict[str, int]) -> dict[str, tuple[list[Event], int | No
 
 
 async def off_request(fn: Callable, *args) -> Any:
-    """Run `fn` on the shared database thread from a context of no request (see above)."""
-    call = on_shared_db(fn)(*args)
+    """Run `fn` on a page read thread from a context of no request (see above)."""
+    call = threads.on_page_reads(fn)(*args)
     return await asyncio.get_running_loop().create_task(call, context=contextvars.Context())
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import uuid
 from collections import Counter
 
@@ -18,11 +19,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from project.asgi import application
-from reports import events, presentation
+from reports import events, presentation, threads
 from reports.models import ApiToken, Status, Task, TaskEvent
 from reports.streaming import broadcast, consumers, credentials, follower
 from reports.worker import leases
-from tests.helpers import queries_on_shared_db, submit, task_of
+from tests.helpers import queries_of_the_streams, submit, task_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -113,6 +114,27 @@ async def test_owner_is_accepted(alice):
     connected, _ = await comm.connect()
     assert connected
     await comm.disconnect()
+
+
+async def test_a_page_read_that_hangs_holds_no_other_page_up(alice, settings):
+    """The pages' reads run side by side: one that hangs (a slow query, a database under
+    load) keeps no other page from opening and following its task. On one thread, every
+    page of the process queued behind it (with 800 streams on PostgreSQL, for seconds)."""
+    settings.REPORTS_POLL_S = 0.05  # the delta below is not fanned out: the poll reads it
+    task = await queued_task(alice)
+    run = await claim(task)
+    release = threading.Event()
+    held = asyncio.ensure_future(threads.on_page_reads(release.wait)(30))
+    try:
+        comm = communicator(task.pk, cookie=await session_cookie(alice))
+        assert (await comm.connect(timeout=5))[0]
+        await persist_delta(run, "while another read hangs")
+        assert (2, "while another read hangs") in deltas(await receive_until_seq(comm, 2))
+        assert not held.done()  # the other read was held all along
+        await comm.disconnect()
+    finally:
+        release.set()
+        await held
 
 
 async def refused(comm: WebsocketCommunicator) -> None:
@@ -524,7 +546,7 @@ async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(
 
     # session, user, the task, its status, the feed's start, the replay (status, events),
     # the status line (the task as it is now, the attempt's elapsed time)
-    async with queries_on_shared_db() as queries:
+    async with queries_of_the_streams() as queries:
         assert (await comm.connect())[0]
         assert len(deltas(await receive_until_seq(comm, 31))) == 30
     await comm.disconnect()

@@ -23,7 +23,7 @@ from reports.models.tasks import TaskEventQuerySet
 from reports.serving.handler import RequestThread
 from reports.streaming import broadcast, credentials, sse
 from reports.worker.leases import Claim, claim_next_task
-from tests.helpers import queries_on_shared_db, report_body, saved_report
+from tests.helpers import queries_of_the_streams, report_body, saved_report
 
 db = sync_to_async
 # A finished task has events enough to resume from anywhere in them.
@@ -517,7 +517,8 @@ async def test_open_streams_take_no_database_connection_each(alice_async, make_t
         assert await asyncio.wait_for(opened.get(), WAIT_S) == 1  # each has read the table
 
     # Open streams hold no connection each (40 here): a fixed few are lent out (the
-    # shared database thread's, the test's own), whatever the number of streams.
+    # shared database thread's, the test's own; a page read thread gives its back after
+    # each read), whatever the number of streams.
     assert await connections_lent() <= 3
     await append(running, "to all")
     go.set()
@@ -535,7 +536,7 @@ async def test_a_connect_runs_a_fixed_number_of_queries_however_long_the_replay(
         await append(running, "a")
 
     # session, user, the task, the feed's start, the replay (status, events)
-    async with queries_on_shared_db() as queries:
+    async with queries_of_the_streams() as queries:
         stream = await follow(alice_async, task.pk)
         assert [e.id for e in [await stream.next() for _ in range(31)]] == list(range(1, 32))
     await stream.close()
