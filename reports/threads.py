@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 from asgiref.sync import SyncToAsync, sync_to_async
+from django.conf import settings
 from django.db import close_old_connections
 
 from reports.observability import loop_lag
@@ -142,11 +143,25 @@ def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
     )
 
 
-# Threads for the pages' reads: with PostgreSQL's pool of REPORTS_DB_POOL_SIZE (8) a
-# process, half of it left to task creations (REPORTS_ADMISSIONS_AT_ONCE), these and the
-# shared thread take what remains.
-PAGE_READ_THREADS = 3
-_page_reads = ThreadPoolExecutor(PAGE_READ_THREADS, thread_name_prefix="reportline-page-reads")
+_page_reads: ThreadPoolExecutor | None = None  # made on first use, sized from the settings
+
+
+def page_read_threads(pool_size: int) -> int:
+    """Return how many threads read for the pages: of a process's REPORTS_DB_POOL_SIZE
+    connections, half are left to task creations (REPORTS_ADMISSIONS_AT_ONCE) and one to
+    the shared thread; these take at most the rest, and three at most (with 800 streams
+    on two cores, three kept every wait under half a second)."""
+    return max(1, min(3, pool_size // 2 - 1))
+
+
+def _page_read_pool() -> ThreadPoolExecutor:
+    global _page_reads
+    if _page_reads is None:
+        _page_reads = ThreadPoolExecutor(
+            page_read_threads(settings.REPORTS_DB_POOL_SIZE),
+            thread_name_prefix="reportline-page-reads",
+        )
+    return _page_reads
 
 
 def on_page_reads[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
@@ -161,7 +176,7 @@ def on_page_reads[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         lambda started: sync_to_async(
             started,
             thread_sensitive=False,
-            executor=_page_reads,
+            executor=_page_read_pool(),
             context=contextvars.copy_context(),
         ),
     )
