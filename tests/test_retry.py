@@ -4,8 +4,9 @@ through the API (POST /api/tasks/<id>/retry) and from the task page."""
 import io
 
 import pytest
+from django.db.models.functions import Now
 
-from reports.models import Budget, Document, Task
+from reports.models import Budget, Document, Task, db_now_plus
 from tests.helpers import assert_refused, form_cut_short, run_all, submit, task_of
 
 pytestmark = pytest.mark.django_db
@@ -179,3 +180,12 @@ def test_retry_with_instructions_sent_as_a_file_is_refused_not_run_with_the_old_
     response = alice_client.post(f"/api/tasks/{failed.pk}/retry", {"instructions": notes})
     assert_refused(response, 400, "invalid_request", "'instructions'", "text field")
     assert Task.objects.count() == 1
+
+
+def test_a_retry_due_at_once_is_due_in_the_same_instant(make_task):
+    """A retry with no delay is due at once, to the last digit of the database's clock. On
+    SQLite, 'now plus nothing' read back as a text that sorts after 'now' within the same
+    millisecond: a worker that claimed at once found nothing due."""
+    task = make_task()
+    due = Task.objects.filter(pk=task.pk).annotate(due=db_now_plus(0))
+    assert due.filter(due__lte=Now()).exists()  # one statement: one 'now' on both sides

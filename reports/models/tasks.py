@@ -31,7 +31,14 @@ from reports.states import (
 
 
 def db_now_plus(seconds: float):
-    """Return a database expression for 'now + seconds', on the database's clock."""
+    """Return a database expression for 'now + seconds', on the database's clock.
+
+    No time added is `Now()` itself: on SQLite, now plus nothing reads back with six digits
+    of a second where `Now()` has three ('…:40.744000' against '…:40.744'), and as text the
+    first sorts after the second, so a retry due at once was not due until the next
+    millisecond."""
+    if seconds <= 0:
+        return Now()
     return Now() + timedelta(seconds=seconds)
 
 
