@@ -146,19 +146,20 @@ def on_shared_db[**P, R](fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
 _page_reads: ThreadPoolExecutor | None = None  # made on first use, sized from the settings
 
 
-def page_read_threads(pool_size: int) -> int:
-    """Return how many threads read for the pages: of a process's REPORTS_DB_POOL_SIZE
-    connections, half are left to task creations (REPORTS_ADMISSIONS_AT_ONCE) and one to
-    the shared thread; these take at most the rest, and three at most (with 800 streams
-    on two cores, three kept every wait under half a second)."""
-    return max(1, min(3, pool_size // 2 - 1))
+def page_read_threads(pool_size: int, admissions: int) -> int:
+    """Return how many threads read for the pages: of a process's `pool_size` connections
+    (REPORTS_DB_POOL_SIZE), `admissions` are left to task creations
+    (REPORTS_ADMISSIONS_AT_ONCE) and one to the shared thread; these take at most the
+    rest, and three at most (with 800 streams on two cores, three kept every wait under
+    half a second)."""
+    return max(1, min(3, pool_size - admissions - 1))
 
 
 def _page_read_pool() -> ThreadPoolExecutor:
     global _page_reads
     if _page_reads is None:
         _page_reads = ThreadPoolExecutor(
-            page_read_threads(settings.REPORTS_DB_POOL_SIZE),
+            page_read_threads(settings.REPORTS_DB_POOL_SIZE, settings.REPORTS_ADMISSIONS_AT_ONCE),
             thread_name_prefix="reportline-page-reads",
         )
     return _page_reads
