@@ -55,8 +55,11 @@ async def test_one_query_reads_every_idle_task_and_each_follower_gets_its_events
     read_feeds = follower.read_feeds
 
     def counted(cursors):
+        # Counted once it returns: a read begun before the clear below may still
+        # bring the new events, and it must be among those judged.
+        found = read_feeds(cursors)
         reads.append(set(cursors))
-        return read_feeds(cursors)
+        return found
 
     monkeypatch.setattr(follower, "read_feeds", counted)
     tasks = [await db(make_task)() for _ in range(4)]
