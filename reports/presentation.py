@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from reports.models import (
     CompiledRead,
     CostStatus,
     ErrorType,
+    Held,
     PlanCall,
     ProviderCircuit,
     SourcePassage,
@@ -74,9 +75,10 @@ LABELS = {
 _STATUS, _NUMBER = Task._meta.get_field("status"), IntegerField()
 
 
-def estimated_wait_s(lane: str, position: int) -> float | None:
-    """Estimate the wait: median run time of the lane's recent reports, times position
-    over the slots (the lane's, or fewer when the provider runs fewer calls at once).
+def seconds_a_place(lane: str) -> float | None:
+    """Return the wait each place in the lane's line adds, to estimate a queued task's:
+    the median run time of the lane's recent reports over its slots (the lane's, or fewer
+    when the provider runs fewer calls at once).
 
     None when the lane has no finished report to learn from yet.
     """
@@ -87,8 +89,7 @@ def estimated_wait_s(lane: str, position: int) -> float | None:
     slots = settings.REPORTS_LANE_LIMITS.get(lane, 1)
     if (provider_limit := concurrency.limit()) is not None:
         slots = min(slots, provider_limit)
-    slots = max(1, slots)
-    return statistics.median(durations) * position / slots
+    return statistics.median(durations) / max(1, slots)
 
 
 # Every queued page's status line reads these two: compiled once (reports.models.compiled).
@@ -206,11 +207,14 @@ def duration_words(seconds: float) -> str:
     return f"about {round(seconds / 60)} min"
 
 
-def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> dict[str, Any]:
+def status_context(
+    task: Task, state: TaskState, *, has_text: bool = False, queue_reads: QueueReads | None = None
+) -> dict[str, Any]:
     """Return what the status line shows for the task's folded `state`.
 
     `has_text` says whether the running attempt has written text yet (the page updates
-    that stage itself).
+    that stage itself). `queue_reads` says how a queued line reads what it shares with
+    the other queued tasks' (afresh unless told).
     """
     value = state.status
     attempt = state.status_attempt
@@ -226,7 +230,7 @@ def status_context(task: Task, state: TaskState, *, has_text: bool = False) -> d
         "waiting": None,
     }
     if value == Status.QUEUED:
-        context["detail"] = _queued_detail(task, state)
+        context["detail"] = _queued_detail(task, state, queue_reads or FRESH)
         if attempt:  # going again: the time since submit goes on counting
             context["elapsed_ms"] = submitted_elapsed_ms(task.pk)
     elif value == Status.RUNNING:
@@ -279,7 +283,10 @@ def failure_short(error_type: str) -> str:
 def running_ahead_of_others(task: Task) -> int:
     """Return how many reports the owner of the queued `task` has running when that makes
     it wait behind other people's (at least REPORTS_USER_MAX_RUNNING, and another owner's
-    task waits in its lane: the claim takes theirs first); 0 when it does not. One query."""
+    task waits in its lane: the claim takes theirs first); 0 when it does not. One query.
+
+    The answer is the same for every queued task of one owner in one lane: an owner under
+    the cap is behind nobody's, and the tasks of one at the cap are not among the others."""
     row = _AHEAD_OF_OTHERS.first(task.pk)
     if row is None:  # deleted meanwhile: nobody waits behind it
         return 0
@@ -287,17 +294,45 @@ def running_ahead_of_others(task: Task) -> int:
     return running if waiting and running >= settings.REPORTS_USER_MAX_RUNNING else 0
 
 
-def _queued_detail(task: Task, state: TaskState) -> str:
+@dataclass(frozen=True)
+class QueueReads:
+    """How a queued task's status line reads what it shares with the other queued tasks:
+    the provider's circuit, the lane's wait a place, and the owner's reports running ahead
+    (each answer the same for every task of the lane, or of the owner in it)."""
+
+    circuit: Callable[[], ProviderCircuit | None]
+    seconds_a_place: Callable[[str], float | None]  # by lane
+    running_ahead: Callable[[Task], int]  # the same for an owner's tasks in a lane
+
+
+# A page's first line and its status events read afresh.
+FRESH = QueueReads(ProviderCircuit.objects.current, seconds_a_place, running_ahead_of_others)
+# A line sent again only because the place in line moved (every queued page of a process,
+# each time the queue moves, at most every 2 s a page) takes answers up to a second old:
+# at S = 800 these reads were most of the statements a report (docs/capacity.md).
+QUEUE_READS_HELD_S = 1.0
+HELD = QueueReads(
+    Held(ProviderCircuit.objects.current, for_s=QUEUE_READS_HELD_S),
+    Held(seconds_a_place, for_s=QUEUE_READS_HELD_S),
+    Held(
+        running_ahead_of_others,
+        for_s=QUEUE_READS_HELD_S,
+        key=lambda task: (task.owner_id, task.lane),
+    ),
+)
+
+
+def _queued_detail(task: Task, state: TaskState, reads: QueueReads) -> str:
     position = task.queue_position()
     if position is None:  # claimed since the task was read: it is on its way
         return "starting now"
-    circuit = ProviderCircuit.objects.current()
+    circuit = reads.circuit()
     if circuit is not None and not circuit.is_closed:  # it waits for the provider
         return wording.provider_unavailable(circuit.next_try_at)
-    wait = estimated_wait_s(task.lane, position)
+    pace = reads.seconds_a_place(task.lane)
     line = wording.place_in_line(position)
-    line += f", estimated wait {duration_words(wait)}" if wait is not None else ""
-    running = running_ahead_of_others(task)
+    line += f", estimated wait {duration_words(pace * position)}" if pace is not None else ""
+    running = reads.running_ahead(task)
     if running:
         line = f"{wording.behind_others(running, settings.REPORTS_USER_MAX_RUNNING)}; {line}"
     if not state.status_attempt:

@@ -20,7 +20,7 @@ from django.db import connections
 from django.test import Client
 
 from project.settings import reports_storage
-from reports import threads
+from reports import presentation, threads
 from reports.clock import FakeClock
 from reports.models import ApiToken, Task
 from reports.observability.logs import JsonFormatter
@@ -99,6 +99,13 @@ def page_reads_in_the_test_transaction(request, monkeypatch):
     connection would see none of them."""
     if in_one_transaction(request):
         monkeypatch.setattr(threads, "on_page_reads", threads.on_shared_db)
+
+
+@pytest.fixture(autouse=True)
+def no_held_answers():
+    """Each test's queued lines read its own rows: no answer held from another test's."""
+    for read in vars(presentation.HELD).values():
+        read.forget()
 
 
 @pytest.fixture

@@ -63,7 +63,7 @@ def test_a_task_held_by_its_owners_running_reports_says_so_and_its_true_place(
 
 
 def test_no_wait_estimate_without_history():
-    assert presentation.estimated_wait_s("short", 3) is None
+    assert presentation.seconds_a_place("short") is None
 
 
 def test_wait_estimate_is_the_lanes_median_run_time_times_position_over_slots(
@@ -77,9 +77,9 @@ def test_wait_estimate_is_the_lanes_median_run_time_times_position_over_slots(
             claimed_at=F("created_at"),
             finished_at=F("created_at") + timedelta(seconds=seconds),
         )
-    # median(10, 20, 30, 400) = 25 s; 3rd in line over 2 slots
-    assert presentation.estimated_wait_s("short", 3) == pytest.approx(37.5)
-    assert presentation.estimated_wait_s("long", 1) is None
+    # median(10, 20, 30, 400) = 25 s over 2 slots: 12.5 s a place
+    assert presentation.seconds_a_place("short") == pytest.approx(12.5)
+    assert presentation.seconds_a_place("long") is None
 
 
 def test_queued_status_says_the_place_in_line_and_the_wait(alice_client, settings):

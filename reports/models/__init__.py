@@ -3,6 +3,7 @@
 from reports.models.accounts import ApiToken, Budget
 from reports.models.breaker import CircuitState, ProviderCircuit
 from reports.models.compiled import CompiledInsert, CompiledRead, CompiledUpdate
+from reports.models.held import Held
 from reports.models.plans import PlanCall, SourcePassage
 from reports.models.providers import ProviderFigures
 from reports.models.sharing import ShareLink
@@ -57,6 +58,7 @@ __all__ = [
     "Document",
     "ErrorType",
     "Event",
+    "Held",
     "IllegalTransition",
     "Lane",
     "PlanCall",

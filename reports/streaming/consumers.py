@@ -273,11 +273,14 @@ def status_message(task_id, state: TaskState, last_seq: int, place: int | None =
     is incomplete).
 
     A queued task's place in line is the feed's `place` when it has one, else read now.
+    A line sent because the place moved (`place` given) takes what every queued task of
+    the lane reads alike from answers up to a second old (`presentation.HELD`).
     """
     task = Task.objects.by_id(task_id)
     if state.status == Status.QUEUED:
         task.queue_place = place if place is not None else task.read_queue_position()
-    parts = [heartbeat(last_seq), status_fragment(task, state)]
+    queue_reads = presentation.FRESH if place is None else presentation.HELD
+    parts = [heartbeat(last_seq), status_fragment(task, state, queue_reads)]
     if state.ended:
         parts.append(outcome_fragments(task, state))
     elif (task.plan or {}).get("parts"):
@@ -287,8 +290,8 @@ def status_message(task_id, state: TaskState, last_seq: int, place: int | None =
     return "".join(parts)
 
 
-def status_fragment(task: Task, state: TaskState) -> str:
-    status = presentation.status_context(task, state)
+def status_fragment(task: Task, state: TaskState, queue_reads: presentation.QueueReads) -> str:
+    status = presentation.status_context(task, state, queue_reads=queue_reads)
     return render_to_string(f"{TEMPLATE}#status", {"status": status, "oob": True})
 
 

@@ -8,12 +8,14 @@ import re
 import threading
 import uuid
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.contrib.sessions.models import Session
 from django.db import connections
+from django.db.models import F
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -420,6 +422,38 @@ async def test_a_queued_task_gets_its_place_in_line(alice, settings):
     assert BATCH_SEQ.search(message)[1] == "0"
     assert 'data-task-status="queued"' in message and "next in line" in message
     await comm.disconnect()
+
+
+def test_a_moving_queue_reads_what_its_pages_share_once_not_once_a_page(alice, bob):
+    """A queued page's line is sent again each time its place moves. What every queued
+    line of the lane reads alike (the provider's circuit, the wait a place, an owner's
+    reports running ahead) is read once for all of them, and the lines say the same."""
+    alices, bobs = Client(), Client()
+    alices.force_login(alice)
+    bobs.force_login(bob)
+    done = task_of(submit(alices))
+    Task.objects.filter(pk=done.pk).update(
+        status=Status.SUCCEEDED,
+        claimed_at=F("created_at"),
+        finished_at=F("created_at") + timedelta(seconds=40),
+    )
+    queued = [task_of(submit(alices)) for _ in range(5)] + [task_of(submit(bobs))]
+    state = events.fold([events.Event("t", 1, "status", events.status(Status.QUEUED).stamped(0))])
+
+    with CaptureQueriesContext(connections["default"]) as opened:
+        first = [consumers.status_message(task.pk, state, 1) for task in queued]
+    with CaptureQueriesContext(connections["default"]) as moved:
+        again = [
+            consumers.status_message(task.pk, state, 1, place=place)
+            for place, task in enumerate(queued, 1)
+        ]
+
+    assert again == first and "6th in line, estimated wait" in again[-1]
+    # A line opened reads its task, its place and what it shares; a line moved, its task.
+    shared = len(opened) // len(queued) - 2
+    assert shared >= 3 and len(opened) == len(queued) * (2 + shared)
+    # Each read once: bob's reports running ahead are his own question.
+    assert len(moved) == len(queued) + shared + 1
 
 
 async def test_a_user_over_the_cap_of_open_streams_is_refused_at_the_handshake(alice, settings):

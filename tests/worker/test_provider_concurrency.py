@@ -161,8 +161,8 @@ def test_the_wait_in_line_counts_the_providers_calls_at_once(settings, alice):
         claimed_at=F("created_at"),
         finished_at=F("created_at") + timedelta(seconds=30),
     )
-    # 4th in line, two calls at a time (not the lane's six): 30 s * 4 / 2.
-    assert presentation.estimated_wait_s("short", 4) == pytest.approx(60)
+    # Two calls at a time (not the lane's six): 30 s / 2 a place.
+    assert presentation.seconds_a_place("short") == pytest.approx(15)
 
 
 def test_a_plans_calls_side_by_side_keep_to_the_limit(settings, alice, server):
