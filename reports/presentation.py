@@ -309,7 +309,7 @@ class QueueReads:
 FRESH = QueueReads(ProviderCircuit.objects.current, seconds_a_place, running_ahead_of_others)
 # A line sent again only because the place in line moved (every queued page of a process,
 # each time the queue moves, at most every 2 s a page) takes answers up to a second old:
-# at S = 800 these reads were most of the statements a report (docs/capacity.md).
+# at S = 800 these reads were a third of the commits a report (docs/capacity.md).
 QUEUE_READS_HELD_S = 1.0
 HELD = QueueReads(
     Held(ProviderCircuit.objects.current, for_s=QUEUE_READS_HELD_S),
